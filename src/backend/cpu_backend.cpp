@@ -1,0 +1,83 @@
+// The CPU backend: every op runs at once on the calling thread and the thread pool.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/mamba2.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/activations.h"
+
+namespace duet {
+
+namespace {
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(ThreadPool* pool) : pool_(pool) {}
+
+    std::string_view name() const override { return "cpu"; }
+
+    Buffer alloc(size_t count) override {
+        std::shared_ptr<float[]> data(new float[count == 0 ? 1 : count]());
+        return Buffer(std::move(data), count);
+    }
+    void upload(float* dst, const float* host, size_t count) override { std::memcpy(dst, host, count * sizeof(float)); }
+    void download(float* host, const float* src, size_t count) override { std::memcpy(host, src, count * sizeof(float)); }
+
+    void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
+        cpu::matmul(w, x, n, out, pool_);
+    }
+
+    void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
+        for (int64_t t = 0; t < n; ++t) {
+            require(ids[t] >= 0 && ids[t] < table.rows, "token id ", ids[t], " is outside the vocabulary [0, ",
+                    table.rows, ")");
+            matrix_row_to_f32(table, ids[t], out + t * table.cols);
+        }
+    }
+
+    void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {
+        cpu::rmsnorm(x, weight, n, dim, eps, out, pool_);
+    }
+
+    void add(float* acc, const float* x, int64_t count) override {
+        for (int64_t i = 0; i < count; ++i) acc[i] += x[i];
+    }
+
+    void relu2(float* x, int64_t count) override {
+        for (int64_t i = 0; i < count; ++i) x[i] = cpu::relu2(x[i]);
+    }
+
+    void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
+                            const float* bias, int64_t kernel, float* ring, float* out) override {
+        cpu::causal_conv1d_silu(x, x_stride, n, channels, taps, bias, kernel, ring, out, pool_);
+    }
+
+    void ssm_scan(const SsmScanArgs& args) override { cpu::ssm_scan(args, pool_); }
+
+    void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
+                             int64_t dim, int64_t groups, float eps) override {
+        cpu::gated_group_rmsnorm(y, z, z_stride, weight, n, dim, groups, eps, pool_);
+    }
+
+    void attention(const AttentionArgs& args) override { cpu::attention(args, pool_); }
+
+    void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
+                   float* out) override {
+        cpu::moe_relu2(x, n, weights, routing, out, pool_);
+    }
+
+private:
+    ThreadPool* pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool) { return std::make_unique<CpuBackend>(pool); }
+
+}  // namespace duet

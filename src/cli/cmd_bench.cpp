@@ -1,0 +1,141 @@
+// duet bench: prefill and decode speed of a model, printed as one JSON line, next to the memory
+// bandwidth of the same machine measured in the same run. Decode is memory-bound: its honest
+// yardstick is the weight bytes a token reads divided by its time, against what the memory gives.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "cli/commands.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/simd_level.h"
+#include "models/nemotron_h/model.h"
+#include "models/nemotron_h/presets.h"
+#include "models/nemotron_h/random_weights.h"
+#include "sample/greedy.h"
+
+namespace duet::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+size_t physical_memory_bytes() {
+    return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// A fixed pseudo-random prompt, the same on every machine.
+std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
+    std::vector<int32_t> ids;
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; i < length; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(vocab)));
+    }
+    return ids;
+}
+
+}  // namespace
+
+int run_bench(const Argv& argv) {
+    Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--seed",
+                     "--bandwidth-mib"},
+              {"--random-weights"});
+    const std::string arch = args.text_or("--arch", "nemotron_h");
+    if (arch != "nemotron_h") throw UsageError{"--arch is '" + arch + "', expected nemotron_h"};
+    const bool random = args.has("--random-weights");
+    if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
+    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset tiny|nano-8l|nano"};
+    const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
+    const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
+    Runtime rt(threads_flag(args));
+
+    std::string source;
+    auto load_start = Clock::now();
+    std::optional<nemotron_h::Model> model;
+    if (random) {
+        const std::string preset = args.text("--preset");
+        const nemotron_h::Config config = nemotron_h::preset_config(preset);
+        const double need = static_cast<double>(config.parameter_count()) * 2.0;
+        const double have = static_cast<double>(physical_memory_bytes());
+        require(need < 0.9 * have, "preset ", preset, " needs ", need / 1e9, " GB of bf16 weights; this machine has ",
+                have / 1e9, " GB of memory");
+        const auto seed = static_cast<uint64_t>(args.integer_or("--seed", 1, 0, INT64_MAX));
+        model = nemotron_h::Model::from_tensors(config, nemotron_h::make_random_weights(config, seed, &rt.pool));
+        source = "random:" + preset;
+    } else {
+        source = args.text("--model");
+        model = nemotron_h::Model::load(source);
+    }
+    const double load_s = seconds_since(load_start);
+    const nemotron_h::Config& c = model->config();
+    Backend& backend = *rt.backend;
+
+    const std::vector<int32_t> prompt = bench_prompt(prompt_len, c.vocab);
+    nemotron_h::State state = model->new_state(backend, prompt_len + decode_len);
+
+    // Prefill: repeated on a fresh state while the runs are short, the median kept.
+    std::vector<double> prefill_s;
+    std::vector<float> logits;
+    auto bench_start = Clock::now();
+    do {
+        state.reset(backend);
+        auto start = Clock::now();
+        logits = model->forward(backend, state, prompt, false);
+        prefill_s.push_back(seconds_since(start));
+    } while (seconds_since(bench_start) < 2.0 && prefill_s.size() < 10);
+
+    // Decode: greedy tokens fed back one at a time after the prompt.
+    std::vector<double> decode_s;
+    for (int64_t i = 0; i < decode_len; ++i) {
+        const int32_t next = argmax(logits.data(), c.vocab);
+        auto start = Clock::now();
+        logits = model->forward(backend, state, std::span<const int32_t>(&next, 1), false);
+        decode_s.push_back(seconds_since(start));
+    }
+    double decode_total = 0.0;
+    for (double s : decode_s) decode_total += s;
+    const double decode_mean_s = decode_total / static_cast<double>(decode_len);
+
+    const size_t bandwidth_bytes = static_cast<size_t>(args.integer_or("--bandwidth-mib", 1024, 64, 1 << 20)) << 20;
+    const cpu::BandwidthResult memory = cpu::measure_memory_bandwidth(&rt.pool, bandwidth_bytes);
+    const double bytes_per_token = static_cast<double>(model->decode_weight_bytes());
+    const double decode_gbs = bytes_per_token / decode_mean_s / 1e9;
+
+    json::Value out = json::Value::object();
+    out.set("arch", json::Value("nemotron_h"));
+    out.set("weights", json::Value(source));
+    out.set("pattern", json::Value(c.pattern()));
+    out.set("weight_bytes", json::Value(static_cast<int64_t>(model->tensor_bytes())));
+    out.set("load_s", json::Value(load_s));
+    out.set("backend", json::Value(std::string(backend.name())));
+    out.set("simd", json::Value(std::string(cpu::simd_level_name(cpu::active_simd_level()))));
+    out.set("threads", json::Value(static_cast<int64_t>(rt.pool.size())));
+    out.set("prompt_tokens", json::Value(prompt_len));
+    out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));
+    out.set("prefill_tokens_per_s", json::Value(static_cast<double>(prompt_len) / median(prefill_s)));
+    out.set("decode_tokens", json::Value(decode_len));
+    out.set("decode_ms_per_token", json::Value(decode_mean_s * 1e3));
+    out.set("decode_weight_bytes_per_token", json::Value(static_cast<int64_t>(bytes_per_token)));
+    out.set("decode_gbs", json::Value(decode_gbs));
+    out.set("memory_read_gbs", json::Value(memory.read_gbs));
+    out.set("memory_copy_gbs", json::Value(memory.copy_gbs));
+    out.set("decode_fraction_of_read", json::Value(decode_gbs / memory.read_gbs));
+    out.set("decode_fraction_of_copy", json::Value(decode_gbs / memory.copy_gbs));
+    std::printf("%s\n", json::dump(out).c_str());
+    return 0;
+}
+
+}  // namespace duet::cli

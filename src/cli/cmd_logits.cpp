@@ -1,0 +1,27 @@
+// duet logits: the prefill logits of a prompt, written as safetensors for comparison with other
+// implementations.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "io/safetensors.h"
+#include "models/nemotron_h/model.h"
+
+namespace duet::cli {
+
+int run_logits(const Argv& argv) {
+    Args args(argv, {"--model", "--ids", "--out", "--threads", "--ctx"}, {});
+    const std::vector<int32_t> ids = parse_id_list(args.text("--ids"), "--ids");
+    const std::string out_path = args.text("--out");
+    const nemotron_h::Model model = nemotron_h::Model::load(args.text("--model"));
+    Runtime rt(threads_flag(args));
+    nemotron_h::State state = model.new_state(*rt.backend, context_flag(args));
+    const std::vector<float> logits = model.forward(*rt.backend, state, ids, true);
+    const int64_t t = static_cast<int64_t>(ids.size());
+    write_safetensors(out_path, {{"logits", DType::F32, {t, model.config().vocab}, logits.data(),
+                                  logits.size() * sizeof(float)}});
+    std::fprintf(stderr, "wrote logits [%ld, %ld] to %s\n", static_cast<long>(t),
+                 static_cast<long>(model.config().vocab), out_path.c_str());
+    return 0;
+}
+
+}  // namespace duet::cli

@@ -1,0 +1,37 @@
+// The `duet` subcommands. Each takes the arguments after its name and returns the exit code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/thread_pool.h"
+#include "cli/args.h"
+
+namespace duet::cli {
+
+using Argv = std::vector<std::string>;
+
+int run_info(const Argv& argv);
+int run_logits(const Argv& argv);
+int run_generate(const Argv& argv);
+int run_bench(const Argv& argv);
+int run_demo(const Argv& argv);
+
+// The thread pool and backend every command computes with.
+struct Runtime {
+    explicit Runtime(int threads) : pool(threads), backend(make_cpu_backend(&pool)) {}
+    ThreadPool pool;
+    std::unique_ptr<Backend> backend;
+};
+
+// --threads (0 = every hardware thread).
+int threads_flag(const Args& args);
+// --ctx: the state's capacity in tokens.
+int64_t context_flag(const Args& args);
+
+// Token ids separated by single spaces.
+std::string join_ids(const std::vector<int32_t>& ids);
+
+}  // namespace duet::cli

@@ -1,0 +1,58 @@
+// duet: one binary for the whole job. `duet COMMAND [flags]`.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: duet COMMAND [flags]\n"
+    "\n"
+    "commands:\n"
+    "  demo                                 generate from a built-in tiny random model (its output is noise)\n"
+    "  info     --model DIR                 architecture, sizes, tensor count and bytes of a checkpoint\n"
+    "  logits   --model DIR --ids 1,2,3 --out FILE.safetensors\n"
+    "                                       prefill logits for the ids: tensor 'logits' [T, V] f32\n"
+    "  generate --model DIR --ids 1,2,3 -n N\n"
+    "                                       greedy continuation: the N new ids on one line\n"
+    "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR\n"
+    "                                       prefill and decode speed as one JSON line\n"
+    "\n"
+    "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096)\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace duet::cli;
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+        std::string(argv[1]) == "help") {
+        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const std::string command = argv[1];
+    const Argv rest(argv + 2, argv + argc);
+    try {
+        if (command == "info") return run_info(rest);
+        if (command == "logits") return run_logits(rest);
+        if (command == "generate") return run_generate(rest);
+        if (command == "bench") return run_bench(rest);
+        if (command == "demo") return run_demo(rest);
+        throw UsageError{"unknown command '" + command + "'"};
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);
+        return 2;
+    } catch (const duet::Error& e) {
+        std::fprintf(stderr, "duet %s: error: %s\n", command.c_str(), e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "duet %s: error: out of memory\n", command.c_str());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "duet %s: error: %s\n", command.c_str(), e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,20 @@
+// Scalar activation functions, written to match PyTorch's definitions.
+#pragma once
+
+#include <cmath>
+
+namespace duet::cpu {
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// torch.nn.functional.softplus with its default threshold of 20: linear above it.
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+inline float relu2(float x) {
+    float r = x > 0.0f ? x : 0.0f;
+    return r * r;
+}
+
+}  // namespace duet::cpu

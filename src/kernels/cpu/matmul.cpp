@@ -1,0 +1,102 @@
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/cpu/matmul_kernels.h"
+
+namespace duet::cpu {
+
+namespace {
+
+using detail::kTileRows;
+
+// Below these sizes a chunk of work costs less than waking a thread for it.
+constexpr int64_t kMinBytesPerChunk = 64 * 1024;
+constexpr int64_t kMinMultiplyAddsPerChunk = 256 * 1024;
+
+// The batched kernel reuses a token block from cache for every block of weight
+// rows it meets; a block of about this many bytes stays in a core's L2.
+constexpr int64_t kTokenBlockBytes = 128 * 1024;
+
+const detail::MatmulKernels& active_kernels() {
+    switch (active_simd_level()) {
+        case SimdLevel::Avx512: return detail::kAvx512Kernels;
+        case SimdLevel::Avx2: return detail::kAvx2Kernels;
+        case SimdLevel::Scalar: break;
+    }
+    return detail::kScalarKernels;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The batched kernel's scratch, per thread, grown to the largest size needed.
+float* batched_scratch(int64_t cols, int64_t tokens) {
+    thread_local std::vector<float> scratch;
+    const auto needed = static_cast<size_t>(detail::matmul_scratch_floats(cols, tokens));
+    if (scratch.size() < needed) scratch.resize(needed);
+    return scratch.data();
+}
+
+void matvec(const detail::MatmulKernels& kernels, const MatrixView& w, const float* x, float* out,
+            ThreadPool* pool) {
+    const int64_t groups = ceil_div(w.rows, kTileRows);
+    const int64_t group_bytes =
+        kTileRows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+    const int64_t grain = std::max<int64_t>(1, kMinBytesPerChunk / std::max<int64_t>(group_bytes, 1));
+    parallel_for(pool, groups, grain, [&](int64_t begin, int64_t end) {
+        kernels.matvec(w, x, out, begin * kTileRows, std::min(end * kTileRows, w.rows));
+    });
+}
+
+// Work units are (token block, block of kTileRows weight rows), numbered with
+// the row block fastest so that a thread's consecutive units share the token
+// block in its cache.
+void matmul_batched(const detail::MatmulKernels& kernels, const MatrixView& w, const float* x,
+                    int64_t n, float* out, ThreadPool* pool) {
+    const int64_t row_blocks = ceil_div(w.rows, kTileRows);
+    const int64_t tokens_per_block =
+        std::clamp<int64_t>(kTokenBlockBytes / std::max<int64_t>(w.cols * 4, 1), 1, n);
+    const int64_t token_blocks = ceil_div(n, tokens_per_block);
+    const int64_t unit_multiply_adds = kTileRows * std::max<int64_t>(w.cols, 1) * tokens_per_block;
+    const int64_t grain = std::max<int64_t>(1, kMinMultiplyAddsPerChunk / unit_multiply_adds);
+
+    parallel_for(pool, row_blocks * token_blocks, grain, [&](int64_t begin, int64_t end) {
+        float* scratch = batched_scratch(w.cols, tokens_per_block);
+        for (int64_t unit = begin; unit < end;) {
+            const int64_t token_block = unit / row_blocks;
+            const int64_t first_row_block = unit % row_blocks;
+            const int64_t last_row_block = std::min(row_blocks, first_row_block + (end - unit));
+            const int64_t token_begin = token_block * tokens_per_block;
+            kernels.matmul(w, x, token_begin, std::min(n, token_begin + tokens_per_block), out,
+                           first_row_block * kTileRows,
+                           std::min(w.rows, last_row_block * kTileRows), scratch);
+            unit += last_row_block - first_row_block;
+        }
+    });
+}
+
+}  // namespace
+
+void matmul(const MatrixView& w, const float* x, int64_t n, float* out, ThreadPool* pool) {
+    require_matmul_dtype(w);
+    require(w.rows >= 0 && w.cols >= 0 && n >= 0, "matmul: negative shape [", w.rows, ", ",
+            w.cols, "] x ", n, " tokens");
+    if (n == 0 || w.rows == 0) return;
+    require(w.cols == 0 || (w.data != nullptr && x != nullptr), "matmul: null data");
+    require(out != nullptr, "matmul: null output");
+
+    const detail::MatmulKernels& kernels = active_kernels();
+    if (n == 1) {
+        matvec(kernels, w, x, out, pool);
+    } else {
+        matmul_batched(kernels, w, x, n, out, pool);
+    }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot(a, b, n); }
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) { active_kernels().axpy(a, x, y, n); }
+
+}  // namespace duet::cpu

@@ -1,0 +1,43 @@
+// The per-instruction-set kernels behind matmul.h, one table per SimdLevel.
+// Each table lives in a source file compiled for its instruction set, so only
+// these function pointers may cross from generic code into it.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/matrix.h"
+
+namespace duet::cpu::detail {
+
+// Rows handled together by one register tile, and the height of the block of
+// weight rows that the batched kernel widens to f32 at once.
+constexpr int64_t kTileRows = 4;
+
+// The widest vector of any level, in floats.
+constexpr int64_t kMaxVectorWidth = 16;
+
+// Floats of scratch the batched kernel needs for `tokens` tokens at a time:
+// a block of weight rows widened to f32, and the accumulators of the tokens
+// parked between column blocks.
+constexpr int64_t matmul_scratch_floats(int64_t cols, int64_t tokens) {
+    return kTileRows * cols + kTileRows * tokens * kMaxVectorWidth;
+}
+
+struct MatmulKernels {
+    // One token: out[r] for r in [row_begin, row_end).
+    void (*matvec)(const MatrixView& w, const float* x, float* out, int64_t row_begin,
+                   int64_t row_end);
+    // Tokens [token_begin, token_end) of x ([*, w.cols]) into out ([*, w.rows]),
+    // rows [row_begin, row_end). scratch holds
+    // matmul_scratch_floats(w.cols, token_end - token_begin) floats.
+    void (*matmul)(const MatrixView& w, const float* x, int64_t token_begin, int64_t token_end,
+                   float* out, int64_t row_begin, int64_t row_end, float* scratch);
+    float (*dot)(const float* a, const float* b, int64_t n);
+    void (*axpy)(float a, const float* x, float* y, int64_t n);
+};
+
+extern const MatmulKernels kScalarKernels;
+extern const MatmulKernels kAvx2Kernels;
+extern const MatmulKernels kAvx512Kernels;
+
+}  // namespace duet::cpu::detail

@@ -1,0 +1,152 @@
+#include "kernels/cuda/bandwidth.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/device_math.cuh"
+
+namespace duet::cuda {
+
+namespace {
+
+constexpr int kWarmupRuns = 2;
+constexpr int kTimedRuns = 10;
+constexpr int kReadThreadsPerBlock = 512;
+constexpr int kReadLoadsInFlight = 4;
+
+// Owns a stream and the two events that bracket one timed run.
+class Timer {
+public:
+    Timer() {
+        try {
+            DUET_CUDA_CHECK(cudaStreamCreate(&stream_));
+            DUET_CUDA_CHECK(cudaEventCreate(&start_));
+            DUET_CUDA_CHECK(cudaEventCreate(&stop_));
+        } catch (...) {
+            destroy();  // the destructor does not run for a half-built object
+            throw;
+        }
+    }
+    ~Timer() { destroy(); }
+    Timer(const Timer&) = delete;
+    Timer& operator=(const Timer&) = delete;
+
+    cudaStream_t stream() const { return stream_; }
+
+    // Runs `work` (which enqueues on stream()) a few times untimed, then
+    // returns the shortest of the timed runs in seconds. The minimum is the
+    // run least disturbed by clocks ramping up or other work on the device.
+    template <typename Work>
+    double best_seconds(Work&& work) {
+        for (int i = 0; i < kWarmupRuns; ++i) work();
+        DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        float best_ms = std::numeric_limits<float>::max();
+        for (int i = 0; i < kTimedRuns; ++i) {
+            DUET_CUDA_CHECK(cudaEventRecord(start_, stream_));
+            work();
+            DUET_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+            DUET_CUDA_CHECK(cudaEventSynchronize(stop_));
+            float ms = 0.0f;
+            DUET_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+            best_ms = std::min(best_ms, ms);
+        }
+        return double(best_ms) * 1e-3;
+    }
+
+private:
+    void destroy() noexcept {
+        if (stop_ != nullptr) cudaEventDestroy(stop_);
+        if (start_ != nullptr) cudaEventDestroy(start_);
+        if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    }
+
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t start_ = nullptr;
+    cudaEvent_t stop_ = nullptr;
+};
+
+// Reads every 16-byte word once and folds them into `sink`, so the compiler
+// cannot drop the loads. XOR is used because it is the cheapest fold.
+__global__ void __launch_bounds__(kReadThreadsPerBlock)
+    read_all_kernel(const uint4* __restrict__ data, int64_t count, unsigned int* sink) {
+    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+    int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    unsigned int fold = 0;
+    for (; i + (kReadLoadsInFlight - 1) * stride < count; i += kReadLoadsInFlight * stride) {
+        uint4 v[kReadLoadsInFlight];
+#pragma unroll
+        for (int u = 0; u < kReadLoadsInFlight; ++u) v[u] = __ldcs(data + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < kReadLoadsInFlight; ++u) fold ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < count; i += stride) {
+        const uint4 v = __ldcs(data + i);
+        fold ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        fold ^= __shfl_xor_sync(0xFFFFFFFFu, fold, offset);
+    }
+    if (threadIdx.x % kWarpSize == 0) atomicXor(sink, fold);
+}
+
+// Enough blocks to fill every multiprocessor once, so the grid-stride loop
+// runs with full occupancy and no tail of partly filled waves.
+int resident_read_blocks() {
+    int device = 0;
+    DUET_CUDA_CHECK(cudaGetDevice(&device));
+    int multiprocessors = 0;
+    DUET_CUDA_CHECK(
+        cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    int blocks_per_sm = 0;
+    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks_per_sm, read_all_kernel, kReadThreadsPerBlock, 0));
+    return std::max(1, multiprocessors * blocks_per_sm);
+}
+
+}  // namespace
+
+double measure_device_copy_bandwidth_gbs(size_t bytes) {
+    require(bytes > 0, "bandwidth measurement needs a non-empty buffer");
+    DeviceBuffer source(bytes);
+    DeviceBuffer destination(bytes);
+    // Touch both buffers first so page mapping is not part of the timing.
+    DUET_CUDA_CHECK(cudaMemset(source.data(), 0x5A, bytes));
+    DUET_CUDA_CHECK(cudaMemset(destination.data(), 0, bytes));
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
+
+    Timer timer;
+    const double seconds = timer.best_seconds([&] {
+        DUET_CUDA_CHECK(cudaMemcpyAsync(destination.data(), source.data(), bytes,
+                                        cudaMemcpyDeviceToDevice, timer.stream()));
+    });
+    return 2.0 * double(bytes) / seconds / 1e9;
+}
+
+double measure_device_read_bandwidth_gbs(size_t bytes) {
+    const int64_t count = static_cast<int64_t>(bytes / sizeof(uint4));
+    require(count > 0, "read bandwidth measurement needs at least 16 bytes, got ", bytes);
+    const size_t read_bytes = size_t(count) * sizeof(uint4);
+    DeviceBuffer data(read_bytes);
+    DeviceBuffer sink(sizeof(unsigned int));
+    DUET_CUDA_CHECK(cudaMemset(data.data(), 0x5A, read_bytes));
+    DUET_CUDA_CHECK(cudaMemset(sink.data(), 0, sizeof(unsigned int)));
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
+
+    const int blocks = resident_read_blocks();
+    Timer timer;
+    const double seconds = timer.best_seconds([&] {
+        read_all_kernel<<<blocks, kReadThreadsPerBlock, 0, timer.stream()>>>(
+            data.as<const uint4>(), count, sink.as<unsigned int>());
+        DUET_CUDA_CHECK_LAUNCH("read_all_kernel");
+    });
+    return double(read_bytes) / seconds / 1e9;
+}
+
+}  // namespace duet::cuda

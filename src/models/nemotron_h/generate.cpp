@@ -1,0 +1,30 @@
+#include "models/nemotron_h/generate.h"
+
+#include "base/error.h"
+#include "sample/greedy.h"
+
+namespace duet::nemotron_h {
+
+GreedyOutput generate_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
+                             int64_t count, bool keep_step_logits) {
+    require(!prompt.empty(), "generate: the prompt is empty");
+    require(count >= 0, "generate: cannot generate ", count, " tokens");
+    GreedyOutput out;
+    if (count == 0) return out;
+    // The last generated token is never fed back.
+    const int64_t needed = static_cast<int64_t>(prompt.size()) + count - 1;
+    require(needed <= state.room(), "a prompt of ", prompt.size(), " tokens plus ", count,
+            " generated tokens does not fit the state: capacity ", state.capacity(), " tokens, ",
+            state.position(), " already used");
+    const int64_t vocab = model.config().vocab;
+    std::vector<float> logits = model.forward(backend, state, prompt, false);
+    for (int64_t step = 0; step < count; ++step) {
+        const int32_t next = argmax(logits.data(), vocab);
+        out.ids.push_back(next);
+        if (keep_step_logits) out.step_logits.insert(out.step_logits.end(), logits.begin(), logits.end());
+        if (step + 1 < count) logits = model.forward(backend, state, std::span<const int32_t>(&next, 1), false);
+    }
+    return out;
+}
+
+}  // namespace duet::nemotron_h

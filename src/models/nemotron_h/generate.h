@@ -1,0 +1,23 @@
+// Greedy generation with Nemotron-H: one batched prefill of the prompt, then one token at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "models/nemotron_h/model.h"
+
+namespace duet::nemotron_h {
+
+struct GreedyOutput {
+    std::vector<int32_t> ids;
+    // [count, vocab] when asked for: the logits that chose each generated token.
+    std::vector<float> step_logits;
+};
+
+// Continues `prompt` by `count` greedy tokens. Checks up front that the prompt and the tokens fed
+// back fit the state.
+GreedyOutput generate_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
+                             int64_t count, bool keep_step_logits = false);
+
+}  // namespace duet::nemotron_h

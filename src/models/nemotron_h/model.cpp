@@ -1,0 +1,202 @@
+#include "models/nemotron_h/model.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "base/error.h"
+#include "io/safetensors.h"
+
+namespace duet::nemotron_h {
+
+Model Model::load(const std::string& dir) {
+    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+    require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
+    Config config = load_config(config_path);
+    auto checkpoint = std::make_shared<Checkpoint>(Checkpoint::open(dir));
+    const Checkpoint* ck = checkpoint.get();
+    return bind(config, [ck](std::string_view name) { return ck->find(name); }, dir, ck->size(),
+                ck->total_bytes(), checkpoint);
+}
+
+Model Model::from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors) {
+    const TensorSet* set = tensors.get();
+    return bind(config, [set](std::string_view name) { return set->find(name); }, "random weights",
+                set->all().size(), set->total_bytes(), tensors);
+}
+
+Model Model::bind(const Config& config, const TensorLookup& lookup, const std::string& source,
+                  size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive) {
+    WeightBinder binder(lookup, source);
+    Layout layout = detect_layout(binder, source);
+    Weights weights = bind_weights(config, binder, layout);
+    weights.storage.push_back(std::move(keep_alive));
+    return Model(config, std::move(weights), layout.name, tensor_count, tensor_bytes);
+}
+
+namespace {
+
+// Scratch activations for one forward call of n tokens.
+struct Scratch {
+    Scratch(const Config& c, Backend& b, int64_t n) {
+        auto make = [&](int64_t width) { return b.alloc(static_cast<size_t>(n * std::max<int64_t>(width, 1))); };
+        h = make(c.hidden);
+        normed = make(c.hidden);
+        mixed = make(c.hidden);
+        projected = make(std::max(c.in_proj_rows(), c.attn_heads * c.head_dim));
+        conv_out = make(c.conv_dim());
+        inner = make(std::max({c.mamba_inner(), c.attn_heads * c.head_dim, c.mlp_inter}));
+    }
+    Buffer h, normed, mixed, projected, conv_out, inner;
+};
+
+void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, int64_t slot, const float* xn,
+                 int64_t n, Scratch& sc, float* out) {
+    const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
+    float* zxbcdt = sc.projected.data();
+    b.matmul(w.in_proj, xn, n, zxbcdt);
+    b.causal_conv1d_silu(zxbcdt + inner, rows, n, conv_dim, w.conv_taps.data(), w.conv_bias.data(),
+                         c.conv_kernel, s.conv_ring(slot), sc.conv_out.data());
+    SsmScanArgs scan;
+    scan.n = n;
+    scan.heads = c.mamba_heads;
+    scan.head_dim = c.mamba_head_dim;
+    scan.groups = c.mamba_groups;
+    scan.state_size = c.ssm_state;
+    scan.x = sc.conv_out.data();
+    scan.x_stride = conv_dim;
+    scan.dt = zxbcdt + inner + conv_dim;
+    scan.dt_stride = rows;
+    scan.dt_bias = w.dt_bias.data();
+    scan.a = w.a.data();
+    scan.d = w.d.data();
+    scan.dt_min = c.dt_min;
+    scan.dt_max = c.dt_max;
+    scan.state = s.ssm_state(slot);
+    scan.y = sc.inner.data();
+    b.ssm_scan(scan);
+    b.gated_group_rmsnorm(sc.inner.data(), zxbcdt, rows, w.norm.data(), n, inner, c.mamba_groups, c.norm_eps);
+    b.matmul(w.out_proj, sc.inner.data(), n, out);
+}
+
+void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, State& s, int64_t slot,
+                     const float* xn, int64_t n, Scratch& sc, float* out) {
+    const int64_t kv_width = c.kv_heads * c.head_dim;
+    // The new keys and values go straight into the cache rows they occupy.
+    b.matmul(w.q, xn, n, sc.projected.data());
+    b.matmul(w.k, xn, n, s.keys(slot) + s.position() * kv_width);
+    b.matmul(w.v, xn, n, s.values(slot) + s.position() * kv_width);
+    AttentionArgs a;
+    a.n = n;
+    a.pos = s.position();
+    a.heads = c.attn_heads;
+    a.kv_heads = c.kv_heads;
+    a.head_dim = c.head_dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.q = sc.projected.data();
+    a.k_cache = s.keys(slot);
+    a.v_cache = s.values(slot);
+    a.out = sc.inner.data();
+    b.attention(a);
+    b.matmul(w.o, sc.inner.data(), n, out);
+}
+
+void mlp_mixer(const Config& c, Backend& b, const MlpWeights& w, const float* xn, int64_t n, Scratch& sc,
+               float* out) {
+    b.matmul(w.up, xn, n, sc.inner.data());
+    b.relu2(sc.inner.data(), n * c.mlp_inter);
+    b.matmul(w.down, sc.inner.data(), n, out);
+}
+
+MoeRouting routing_of(const Config& c) {
+    MoeRouting r;
+    r.top_k = c.experts_per_token;
+    r.groups = c.expert_groups;
+    r.groups_kept = c.expert_groups_kept;
+    r.normalize = c.norm_topk;
+    r.scale = c.routed_scale;
+    return r;
+}
+
+}  // namespace
+
+std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
+                                  const HiddenHook& hook) const {
+    const Config& c = config_;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    require(n > 0, "forward: no tokens given");
+    for (size_t t = 0; t < ids.size(); ++t) {
+        require(ids[t] >= 0 && ids[t] < c.vocab, "token id ", ids[t], " at position ", t,
+                " is outside the vocabulary [0, ", c.vocab, ")");
+    }
+    require(n <= s.room(), "a prompt of ", n, " tokens does not fit the state: capacity ", s.capacity(),
+            " tokens, ", s.position(), " already used");
+
+    Scratch sc(c, b, n);
+    const int64_t hidden = c.hidden;
+    std::vector<float> host;
+    auto report = [&](int64_t index, const float* rows) {
+        if (!hook) return;
+        host.resize(static_cast<size_t>(n * hidden));
+        b.download(host.data(), rows, host.size());
+        hook(index, host.data(), n);
+    };
+
+    float* h = sc.h.data();
+    b.embed(weights_.embed, ids.data(), n, h);
+    report(0, h);
+    const int64_t layers = static_cast<int64_t>(weights_.layers.size());
+    for (int64_t i = 0; i < layers; ++i) {
+        const Layer& layer = weights_.layers[i];
+        float* xn = sc.normed.data();
+        float* out = sc.mixed.data();
+        b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
+        switch (layer.kind) {
+            case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, s, layer.state_slot, xn, n, sc, out); break;
+            case LayerKind::Attention:
+                attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, sc, out);
+                break;
+            case LayerKind::MoE: b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), out); break;
+            case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, xn, n, sc, out); break;
+        }
+        b.add(h, out, n * hidden);
+        if (i + 1 < layers) report(i + 1, h);
+    }
+    s.advance(n);
+
+    float* final_normed = sc.normed.data();
+    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, final_normed);
+    report(layers, final_normed);
+
+    const int64_t rows = all_logits ? n : 1;
+    const float* head_in = final_normed + (n - rows) * hidden;
+    Buffer logits = b.alloc(static_cast<size_t>(rows * c.vocab));
+    b.matmul(weights_.lm_head, head_in, rows, logits.data());
+    std::vector<float> result(logits.size());
+    b.download(result.data(), logits.data(), result.size());
+    return result;
+}
+
+size_t Model::decode_weight_bytes() const {
+    auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
+    size_t total = bytes(weights_.lm_head) + bytes(weights_.embed) / static_cast<size_t>(config_.vocab);
+    for (const Layer& layer : weights_.layers) {
+        switch (layer.kind) {
+            case LayerKind::Mamba: total += bytes(layer.mamba.in_proj) + bytes(layer.mamba.out_proj); break;
+            case LayerKind::Attention:
+                for (const MatrixView* m : {&layer.attention.q, &layer.attention.k, &layer.attention.v, &layer.attention.o}) {
+                    total += bytes(*m);
+                }
+                break;
+            case LayerKind::MoE: {
+                const MoeWeights& e = layer.moe.experts;
+                total += bytes(e.router) + bytes(e.shared_up) + bytes(e.shared_down);
+                total += static_cast<size_t>(config_.experts_per_token) * (bytes(e.up[0]) + bytes(e.down[0]));
+                break;
+            }
+            case LayerKind::MLP: total += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
+        }
+    }
+    return total;
+}
+
+}  // namespace duet::nemotron_h

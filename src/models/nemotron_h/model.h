@@ -1,0 +1,66 @@
+// Nemotron-H: a stack of layers, each one mixer (Mamba-2, attention, MoE or MLP) behind its own
+// RMSNorm, h = h + mixer(rmsnorm(h)); then the final norm and the LM head. The forward pass is
+// written once against the backend's ops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/nemotron_h/config.h"
+#include "models/nemotron_h/state.h"
+#include "models/nemotron_h/weights.h"
+#include "models/tensor_set.h"
+
+namespace duet::nemotron_h {
+
+class Model {
+public:
+    // Reads `dir`/config.json and the checkpoint beside it (single file or sharded).
+    static Model load(const std::string& dir);
+    // Binds weights held in memory (random weights for benchmarks and the demo).
+    static Model from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors);
+
+    const Config& config() const { return config_; }
+    const Weights& weights() const { return weights_; }
+    const std::string& layout() const { return layout_; }
+    size_t tensor_count() const { return tensor_count_; }
+    size_t tensor_bytes() const { return tensor_bytes_; }
+
+    State new_state(Backend& backend, int64_t capacity) const { return State(config_, backend, capacity); }
+
+    // Receives hidden states on the host, transformers' convention: index 0 the input embeddings,
+    // index i (1 <= i < layers) the residual stream after layer i, index `layers` the last layer's
+    // output after the final norm. rows is [n, hidden].
+    using HiddenHook = std::function<void(int64_t index, const float* rows, int64_t n)>;
+
+    // Runs `ids` through the stack from the state's position and advances it. Returns logits on
+    // the host: [n, vocab] when all_logits, else [1, vocab] for the last token. Throws, leaving the
+    // state untouched, for an id outside the vocabulary or more tokens than the state has room for.
+    std::vector<float> forward(Backend& backend, State& state, std::span<const int32_t> ids, bool all_logits,
+                               const HiddenHook& hook = {}) const;
+
+    // Weight bytes one decode token reads: every dense matrix, top-k experts per MoE layer, one
+    // embedding row and the LM head.
+    size_t decode_weight_bytes() const;
+
+private:
+    Model(Config config, Weights weights, std::string layout, size_t tensor_count, size_t tensor_bytes)
+        : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
+          tensor_count_(tensor_count), tensor_bytes_(tensor_bytes) {}
+
+    static Model bind(const Config& config, const TensorLookup& lookup, const std::string& source,
+                      size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive);
+
+    Config config_;
+    Weights weights_;
+    std::string layout_;
+    size_t tensor_count_ = 0;
+    size_t tensor_bytes_ = 0;
+};
+
+}  // namespace duet::nemotron_h

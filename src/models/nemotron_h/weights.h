@@ -1,0 +1,76 @@
+// Nemotron-H's weights, bound by name from either checkpoint layout the model ships in.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/nemotron_h/config.h"
+#include "models/weight_binder.h"
+
+namespace duet::nemotron_h {
+
+struct MambaWeights {
+    MatrixView in_proj;   // [z | xBC | dt] rows
+    MatrixView out_proj;
+    std::vector<float> conv_taps;  // [conv_dim, kernel]
+    std::vector<float> conv_bias;
+    std::vector<float> a;  // -exp(A_log)
+    std::vector<float> d;
+    std::vector<float> dt_bias;
+    std::vector<float> norm;
+};
+
+struct AttentionWeights {
+    MatrixView q, k, v, o;
+};
+
+struct MlpWeights {
+    MatrixView up, down;
+};
+
+struct MoeLayerWeights {
+    MoeWeights experts;  // its score_bias points into score_bias below
+    std::vector<float> score_bias;
+};
+
+struct Layer {
+    LayerKind kind = LayerKind::Mamba;
+    std::vector<float> norm;
+    MambaWeights mamba;
+    AttentionWeights attention;
+    MlpWeights mlp;
+    MoeLayerWeights moe;
+    int64_t state_slot = 0;  // index among the layers of its kind that keep state
+};
+
+struct Weights {
+    MatrixView embed;
+    MatrixView lm_head;
+    std::vector<float> final_norm;
+    std::vector<Layer> layers;
+    // Whatever the views point into: the mapped checkpoint, widened copies, random weights.
+    std::vector<std::shared_ptr<const void>> storage;
+};
+
+// The names a checkpoint layout gives each weight.
+struct Layout {
+    std::string name;          // "hub" or "transcribe"
+    std::string embed;
+    std::string final_norm;
+    std::string layers_prefix;  // "backbone.layers" / "model.layers"
+};
+
+// Chooses the layout by which embedding table the checkpoint has.
+Layout detect_layout(const WeightBinder& binder, const std::string& source);
+
+// Binds every weight of `config`; throws one error naming every missing or mis-shaped tensor.
+Weights bind_weights(const Config& config, WeightBinder& binder, const Layout& layout);
+
+// ASSUMED: how NeMo exports name a MoE layer's experts as rank-3 tensors ([experts, inter, hidden]
+// for up, [experts, hidden, inter] for down), under the MoE prefix.
+std::string fused_experts_up_name(const std::string& moe_prefix);
+std::string fused_experts_down_name(const std::string& moe_prefix);
+
+}  // namespace duet::nemotron_h

@@ -1,0 +1,35 @@
+// Shared pieces of the CUDA test suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_device.h"
+
+namespace duet::cuda::testing {
+
+// Fixture for tests that need a GPU: on a machine without one they are
+// skipped, not failed, so the suite stays green on CPU-only builders.
+class DeviceTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (device_count() == 0) {
+            GTEST_SKIP() << "no CUDA device or driver on this machine";
+        }
+    }
+};
+
+// Rounds a finite float to the nearest bf16 (ties to even), as bit pattern.
+inline uint16_t float_to_bf16_bits(float value) {
+    const uint32_t bits = std::bit_cast<uint32_t>(value);
+    const uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
+    return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+inline float bf16_bits_to_float(uint16_t bits) {
+    return std::bit_cast<float>(uint32_t(bits) << 16);
+}
+
+}  // namespace duet::cuda::testing

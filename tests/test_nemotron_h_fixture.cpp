@@ -1,0 +1,122 @@
+// Nemotron-H against the transformers reference (fixtures/nemotron_h_tiny and its Transcribe-layout
+// twin): prefill logits, every layer's hidden state, the greedy continuation and each step's logits.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "base/thread_pool.h"
+#include "models/nemotron_h/generate.h"
+#include "models/nemotron_h/model.h"
+#include "test_support.h"
+
+namespace duet::nemotron_h {
+namespace {
+
+using duet::testing::fixture_dir;
+using duet::testing::relative_error;
+
+constexpr double kTolerance = 2e-4;  // fixtures/README.md: unquantized weights, f32 arithmetic
+
+class NemotronHFixture : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        dir_ = fixture_dir(GetParam());
+        expected_ = std::make_unique<Checkpoint>(Checkpoint::open(dir_ + "/expected.safetensors"));
+        prompt_ = duet::testing::read_i32(expected_->get("input_ids"));
+    }
+    std::vector<float> expected(const std::string& name) const { return read_f32(expected_->get(name)); }
+
+    std::string dir_;
+    std::unique_ptr<Checkpoint> expected_;
+    std::vector<int32_t> prompt_;
+    ThreadPool pool_{2};
+    std::unique_ptr<Backend> backend_ = make_cpu_backend(&pool_);
+};
+
+TEST_P(NemotronHFixture, PrefillLogitsAndHiddenStatesMatch) {
+    const Model model = Model::load(dir_);
+    const Config& c = model.config();
+    const int64_t t = static_cast<int64_t>(prompt_.size());
+    ASSERT_EQ(t, 20);
+    State state = model.new_state(*backend_, 64);
+
+    const std::vector<float> hidden_expected = expected("hidden_states");
+    const int64_t layers = static_cast<int64_t>(c.layers.size());
+    ASSERT_EQ(hidden_expected.size(), static_cast<size_t>((layers + 1) * t * c.hidden));
+    int64_t hooks = 0;
+    const std::vector<float> logits =
+        model.forward(*backend_, state, prompt_, true, [&](int64_t index, const float* rows, int64_t n) {
+            ASSERT_EQ(n, t);
+            const float* ref = hidden_expected.data() + index * t * c.hidden;
+            EXPECT_LE(relative_error(rows, ref, static_cast<size_t>(t * c.hidden)), kTolerance)
+                << "hidden state " << index;
+            ++hooks;
+        });
+    EXPECT_EQ(hooks, layers + 1);
+    EXPECT_LE(relative_error(logits, expected("prefill_logits")), kTolerance);
+}
+
+TEST_P(NemotronHFixture, GreedyContinuationMatches) {
+    const Model model = Model::load(dir_);
+    State state = model.new_state(*backend_, 64);
+    const std::vector<int32_t> greedy = duet::testing::read_i32(expected_->get("greedy_ids"));
+    const GreedyOutput out =
+        generate_greedy(model, *backend_, state, prompt_, static_cast<int64_t>(greedy.size()), true);
+    EXPECT_EQ(out.ids, greedy);
+    const std::vector<float> steps = expected("step_logits");
+    const int64_t vocab = model.config().vocab;
+    ASSERT_EQ(out.step_logits.size(), steps.size());
+    for (size_t j = 0; j < greedy.size(); ++j) {
+        EXPECT_LE(relative_error(out.step_logits.data() + j * vocab, steps.data() + j * vocab,
+                                 static_cast<size_t>(vocab)),
+                  kTolerance)
+            << "step " << j;
+    }
+}
+
+// A batched prefill and token-by-token decode are the same function: same logits at every
+// position, same final state.
+TEST_P(NemotronHFixture, BatchedPrefillEqualsTokenByTokenDecode) {
+    const Model model = Model::load(dir_);
+    const int64_t vocab = model.config().vocab;
+    State batched = model.new_state(*backend_, 64);
+    const std::vector<float> all = model.forward(*backend_, batched, prompt_, true);
+
+    State stepwise = model.new_state(*backend_, 64);
+    for (size_t t = 0; t < prompt_.size(); ++t) {
+        const std::vector<float> one =
+            model.forward(*backend_, stepwise, std::span<const int32_t>(&prompt_[t], 1), false);
+        EXPECT_LE(relative_error(one.data(), all.data() + t * vocab, static_cast<size_t>(vocab)), 1e-5)
+            << "position " << t;
+    }
+    EXPECT_EQ(batched.position(), stepwise.position());
+    auto same = [](const Buffer& a, const Buffer& b) {
+        return relative_error(a.data(), b.data(), a.size()) <= 1e-5;
+    };
+    for (int64_t s = 0; s < batched.mamba_layers(); ++s) {
+        EXPECT_TRUE(same(batched.ssm_buffer(s), stepwise.ssm_buffer(s))) << "ssm state " << s;
+        EXPECT_TRUE(same(batched.conv_buffer(s), stepwise.conv_buffer(s))) << "conv ring " << s;
+    }
+    for (int64_t s = 0; s < batched.attention_layers(); ++s) {
+        EXPECT_TRUE(same(batched.keys_buffer(s), stepwise.keys_buffer(s))) << "keys " << s;
+    }
+}
+
+TEST_P(NemotronHFixture, ThreadCountDoesNotChangeResults) {
+    const Model model = Model::load(dir_);
+    ThreadPool single(1);
+    std::unique_ptr<Backend> serial = make_cpu_backend(&single);
+    State a = model.new_state(*backend_, 64);
+    State b = model.new_state(*serial, 64);
+    EXPECT_EQ(model.forward(*backend_, a, prompt_, true), model.forward(*serial, b, prompt_, true));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothLayouts, NemotronHFixture,
+                         ::testing::Values("nemotron_h_tiny", "nemotron_h_tiny_transcribe_layout"));
+
+TEST(NemotronHLayout, BothLayoutsAreDetected) {
+    EXPECT_EQ(Model::load(fixture_dir("nemotron_h_tiny")).layout(), "hub");
+    EXPECT_EQ(Model::load(fixture_dir("nemotron_h_tiny_transcribe_layout")).layout(), "transcribe");
+}
+
+}  // namespace
+}  // namespace duet::nemotron_h

@@ -1,0 +1,66 @@
+// Shared helpers for the test suites: where the fixtures are, how close is close enough.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+#include <cstring>
+#include <unistd.h>
+
+#include "io/safetensors.h"
+
+namespace duet::testing {
+
+inline std::string fixture_dir(const std::string& name) { return std::string(DUET_FIXTURES_DIR) + "/" + name; }
+
+// The fixtures' agreement measure: max|actual - expected| / max|expected|.
+inline double relative_error(const float* actual, const float* expected, size_t n) {
+    double max_diff = 0.0, max_ref = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        max_diff = std::max(max_diff, std::fabs(static_cast<double>(actual[i]) - expected[i]));
+        max_ref = std::max(max_ref, std::fabs(static_cast<double>(expected[i])));
+    }
+    return max_ref > 0.0 ? max_diff / max_ref : max_diff;
+}
+
+inline double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
+    if (actual.size() != expected.size()) return INFINITY;
+    return relative_error(actual.data(), expected.data(), actual.size());
+}
+
+inline std::vector<int32_t> read_i32(const TensorEntry& t) {
+    std::vector<int32_t> out(static_cast<size_t>(t.numel()));
+    if (t.dtype == DType::I64) {
+        for (size_t i = 0; i < out.size(); ++i) {
+            int64_t v;
+            std::memcpy(&v, t.data + i * 8, 8);
+            out[i] = static_cast<int32_t>(v);
+        }
+    } else {
+        std::memcpy(out.data(), t.data, out.size() * 4);
+    }
+    return out;
+}
+
+// A fresh, empty directory under the system temp dir, removed by the destructor.
+class TempDir {
+public:
+    explicit TempDir(const std::string& tag) {
+        static int counter = 0;
+        path_ = std::filesystem::temp_directory_path() /
+                ("duet-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+        std::filesystem::remove_all(path_);
+        std::filesystem::create_directories(path_);
+    }
+    ~TempDir() { std::filesystem::remove_all(path_); }
+    std::string path() const { return path_.string(); }
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+private:
+    std::filesystem::path path_;
+};
+
+}  // namespace duet::testing
