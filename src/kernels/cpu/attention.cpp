@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/work_split.h"
 
 namespace duet::cpu {
 
@@ -14,7 +15,7 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
     const int64_t hd = a.head_dim;
     const int64_t kv_width = a.kv_heads * hd;
     const int64_t heads_per_kv = a.heads / a.kv_heads;
-    parallel_for(pool, a.n * a.heads, 1, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, a.n * a.heads, grain_for((a.pos + a.n) * hd * 4), [&](int64_t begin, int64_t end) {
         std::vector<float> scores(static_cast<size_t>(a.pos + a.n));
         for (int64_t r = begin; r < end; ++r) {
             const int64_t t = r / a.heads, h = r % a.heads, kvh = h / heads_per_kv;

@@ -6,13 +6,15 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/work_split.h"
 
 namespace duet::cpu {
 
 void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
                         const float* bias, int64_t kernel, float* ring, float* out, ThreadPool* pool) {
     const int64_t history = kernel - 1;
-    parallel_for(pool, channels, 64, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, channels, grain_for((n + history) * kernel), [&](int64_t begin, int64_t end) {
         // The channel's inputs in time order: the ring's history, then the n new tokens.
         std::vector<float> seq(static_cast<size_t>(history + n));
         for (int64_t c = begin; c < end; ++c) {
@@ -33,7 +35,7 @@ void ssm_scan(const SsmScanArgs& a, ThreadPool* pool) {
     const int64_t inner = a.heads * a.head_dim;
     const int64_t heads_per_group = a.heads / a.groups;
     const int64_t ns = a.state_size;
-    parallel_for(pool, a.heads, 1, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, a.heads, grain_for(a.n * a.head_dim * ns * 4), [&](int64_t begin, int64_t end) {
         for (int64_t h = begin; h < end; ++h) {
             const int64_t g = h / heads_per_group;
             float* state = a.state + h * a.head_dim * ns;
@@ -49,12 +51,8 @@ void ssm_scan(const SsmScanArgs& a, ThreadPool* pool) {
                 for (int64_t p = 0; p < a.head_dim; ++p) {
                     float* s = state + p * ns;
                     const float dx = dt * xh[p];
-                    float acc = 0.0f;
-                    for (int64_t k = 0; k < ns; ++k) {
-                        s[k] = s[k] * decay + dx * b[k];
-                        acc += s[k] * c[k];
-                    }
-                    y[p] = acc + a.d[h] * xh[p];
+                    for (int64_t k = 0; k < ns; ++k) s[k] = s[k] * decay + dx * b[k];
+                    y[p] = dot_f32(s, c, ns) + a.d[h] * xh[p];
                 }
             }
         }

@@ -4,6 +4,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/work_split.h"
 
 namespace duet::cpu {
 
@@ -21,7 +22,7 @@ float inverse_rms(const float* x, int64_t dim, float eps) {
 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out,
              ThreadPool* pool) {
-    parallel_for(pool, n, 4, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, n, grain_for(dim * 4), [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
             const float* row = x + t * dim;
             float* dst = out + t * dim;
@@ -34,7 +35,7 @@ void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
 void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                          int64_t dim, int64_t groups, float eps, ThreadPool* pool) {
     const int64_t group_size = dim / groups;
-    parallel_for(pool, n, 4, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, n, grain_for(dim * 30), [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
             float* row = y + t * dim;
             const float* gate = z + t * z_stride;
