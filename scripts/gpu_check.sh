@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The checks that need the GPU machine (kept out of CI): build for Hopper, run every suite there
+# (the CPU suites then also exercise the AVX-512 kernels, where the host has them, and the CUDA suites
+# run on a real device), then the benchmarks. Usage: scripts/gpu_check.sh FIXTURES_DIR LOG_DIR
+set -uo pipefail
+fixtures=$(realpath "${1:?fixtures dir}")
+logs=${2:?log dir}
+mkdir -p "$logs"
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/cuda/bin:$PATH"
+
+{ nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv; lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200; } > "$logs/machine.txt" 2>&1
+cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90a -DDUET_FIXTURES_DIR="$fixtures" > "$logs/configure.txt" 2>&1
+cmake --build build-gpu -j"$(nproc)" > "$logs/build.txt" 2>&1 || { tail -40 "$logs/build.txt"; exit 1; }
+
+./build-gpu/duet_tests > "$logs/cpu_tests.txt" 2>&1; cpu_rc=$?
+DUET_SIMD=avx2 ./build-gpu/duet_tests --gtest_filter='*NemotronH*' > "$logs/cpu_tests_avx2.txt" 2>&1; avx2_rc=$?
+./build-gpu/duet_cuda_tests > "$logs/cuda_tests.txt" 2>&1; cuda_rc=$?
+./build-gpu/duet bench --arch nemotron_h --preset tiny --random-weights > "$logs/bench_tiny.json" 2>&1
+./build-gpu/duet bench --arch nemotron_h --preset nano-8l --random-weights > "$logs/bench_nano8l.json" 2>&1
+
+echo "suite            exit  summary"
+printf "cpu tests        %-4s  %s\n" "$cpu_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cpu_tests.txt" | head -1)"
+printf "cpu tests (avx2) %-4s  %s\n" "$avx2_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cpu_tests_avx2.txt" | head -1)"
+printf "cuda tests       %-4s  %s\n" "$cuda_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cuda_tests.txt" | head -1)"
+echo "simd: $(grep -o '"simd":"[a-z0-9]*"' "$logs/bench_tiny.json")"
+cat "$logs/bench_tiny.json" "$logs/bench_nano8l.json"
