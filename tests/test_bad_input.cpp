@@ -20,15 +20,6 @@ namespace {
 using duet::testing::fixture_dir;
 using duet::testing::TempDir;
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 // Copies the tiny fixture's tensors into `dir`, letting `edit` drop or change entries first.
 void write_modified_checkpoint(const std::string& dir, const std::function<void(std::vector<TensorToWrite>&)>& edit,
                                const Checkpoint& source) {
@@ -60,22 +51,22 @@ CliResult run_cli(const std::string& arguments) {
     const std::string command =
         std::string(DUET_BINARY) + " " + arguments + " >" + tmp.file("out") + " 2>" + tmp.file("err");
     const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, read_text(tmp.file("out")), read_text(tmp.file("err"))};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, duet::testing::read_bytes(tmp.file("out")), duet::testing::read_bytes(tmp.file("err"))};
 }
 
 class BadInput : public ::testing::Test {
 protected:
     void SetUp() override {
-        write_text(dir_.file("config.json"), read_text(fixture_dir("nemotron_h_tiny") + "/config.json"));
+        duet::testing::write_bytes(dir_.file("config.json"), duet::testing::read_bytes(fixture_dir("nemotron_h_tiny") + "/config.json"));
     }
     TempDir dir_{"bad-input"};
     Checkpoint fixture_ = Checkpoint::open(fixture_dir("nemotron_h_tiny"));
 };
 
 TEST_F(BadInput, TruncatedCheckpoint) {
-    const std::string bytes = read_text(fixture_dir("nemotron_h_tiny") + "/model.safetensors");
+    const std::string bytes = duet::testing::read_bytes(fixture_dir("nemotron_h_tiny") + "/model.safetensors");
     for (size_t keep : {size_t{0}, size_t{5}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
-        write_text(dir_.file("model.safetensors"), bytes.substr(0, keep));
+        duet::testing::write_bytes(dir_.file("model.safetensors"), bytes.substr(0, keep));
         expect_load_error(dir_.path(), {"model.safetensors"});
     }
     const CliResult r = run_cli("info --model " + dir_.path());
@@ -85,7 +76,7 @@ TEST_F(BadInput, TruncatedCheckpoint) {
 }
 
 TEST_F(BadInput, HeaderOffsetsOverlapOrRunPastTheEnd) {
-    std::string bytes = read_text(fixture_dir("nemotron_h_tiny") + "/model.safetensors");
+    std::string bytes = duet::testing::read_bytes(fixture_dir("nemotron_h_tiny") + "/model.safetensors");
     uint64_t header_len;
     std::memcpy(&header_len, bytes.data(), 8);
     std::string header = bytes.substr(8, header_len);
@@ -94,9 +85,9 @@ TEST_F(BadInput, HeaderOffsetsOverlapOrRunPastTheEnd) {
     ASSERT_NE(at, std::string::npos) << "fixture header layout changed";
     std::string past = header;
     past.replace(at, 18, "\"data_offsets\":[9,");  // same length, shifted by 9 bytes: overlaps its neighbour
-    write_text(dir_.file("model.safetensors"), bytes.substr(0, 8) + past + bytes.substr(8 + header_len));
+    duet::testing::write_bytes(dir_.file("model.safetensors"), bytes.substr(0, 8) + past + bytes.substr(8 + header_len));
     expect_load_error(dir_.path(), {"model.safetensors"});
-    write_text(dir_.file("model.safetensors"), bytes.substr(0, bytes.size() - 64));
+    duet::testing::write_bytes(dir_.file("model.safetensors"), bytes.substr(0, bytes.size() - 64));
     expect_load_error(dir_.path(), {"model.safetensors"});
 }
 
@@ -125,7 +116,7 @@ TEST_F(BadInput, MissingTensorsAreListedTogether) {
 
 TEST_F(BadInput, MalformedConfigJson) {
     write_modified_checkpoint(dir_.path(), [](auto&) {}, fixture_);
-    write_text(dir_.file("config.json"), "{\n  \"hidden_size\": 64,\n  \"vocab_size\": 512\n  \"oops\": 1\n}\n");
+    duet::testing::write_bytes(dir_.file("config.json"), "{\n  \"hidden_size\": 64,\n  \"vocab_size\": 512\n  \"oops\": 1\n}\n");
     expect_load_error(dir_.path(), {"config.json", "line 4"});
     const CliResult r = run_cli("generate --model " + dir_.path() + " --ids 1,2 -n 2");
     EXPECT_NE(r.exit_code, 0);
@@ -135,11 +126,11 @@ TEST_F(BadInput, MalformedConfigJson) {
 
 TEST_F(BadInput, UnknownLayerKind) {
     write_modified_checkpoint(dir_.path(), [](auto&) {}, fixture_);
-    std::string config = read_text(dir_.file("config.json"));
+    std::string config = duet::testing::read_bytes(dir_.file("config.json"));
     const size_t at = config.find("\"mlp\",");
     ASSERT_NE(at, std::string::npos);
     config.replace(at, 6, "\"conv\",");
-    write_text(dir_.file("config.json"), config);
+    duet::testing::write_bytes(dir_.file("config.json"), config);
     expect_load_error(dir_.path(), {"config.json", "layers_block_type[4] is 'conv'"});
 }
 

@@ -9,22 +9,13 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "test_support.h"
 #include "base/json.h"
 
 namespace duet::json {
 namespace {
 
-// The message of the duet::Error that `fn` throws; fails the test if it throws nothing.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const duet::Error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected duet::Error";
-    return "";
-}
+using duet::testing::error_of;
 
 std::string parse_error(std::string_view text) {
     return error_of([&] { parse(text, "config.json"); });

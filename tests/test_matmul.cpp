@@ -180,6 +180,29 @@ TEST_P(MatmulAtLevel, ThreadCountDoesNotChangeResults) {
     p.expect_close_to_reference(p.run(&two), p.describe());
 }
 
+// More tokens than one token block holds, so tokens are split between threads too.
+TEST_P(MatmulAtLevel, ManyTokensSplitIntoBlocks) {
+    ThreadPool one(1);
+    ThreadPool three(3);
+    uint32_t seed = 2000;
+    for (DType dtype : {DType::F32, DType::BF16}) {
+        for (int64_t n : {97, 200, 301}) {
+            const Problem p(dtype, 45, 300, n, seed++);
+            const std::string where = p.describe();
+            const std::vector<float> out = p.run(&one);
+            p.expect_close_to_reference(out, where);
+            expect_bit_identical(out, p.run(&three), where + " (3 threads)");
+            for (int64_t t : {int64_t{0}, n / 2, n - 1}) {
+                const std::vector<float> in_batch(out.begin() + t * p.rows,
+                                                  out.begin() + (t + 1) * p.rows);
+                expect_bit_identical(in_batch, p.run_token(t, &three),
+                                     where + " token " + std::to_string(t));
+            }
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
 TEST_P(MatmulAtLevel, EmptyShapes) {
     const std::vector<float> w(8, 1.0f);
     const std::vector<float> x(8, 1.0f);

@@ -21,13 +21,6 @@ namespace {
 using duet::testing::fixture_dir;
 using duet::testing::TempDir;
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 class NemotronHLayouts : public ::testing::Test {
 protected:
     std::vector<float> logits_of(const std::string& dir) {
@@ -44,7 +37,7 @@ protected:
 
     const std::string source_ = fixture_dir("nemotron_h_tiny");
     Checkpoint fixture_ = Checkpoint::open(source_);
-    std::string config_ = read_text(source_ + "/config.json");
+    std::string config_ = duet::testing::read_bytes(source_ + "/config.json");
     std::vector<int32_t> prompt_ = {3, 141, 59, 265, 358, 97, 93, 238, 462, 64, 33};
     ThreadPool pool_{2};
     std::unique_ptr<Backend> backend_ = make_cpu_backend(&pool_);

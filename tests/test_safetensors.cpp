@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "test_support.h"
 #include "io/safetensors.h"
 
 namespace duet {
@@ -18,21 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const duet::Error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected duet::Error";
-    return "";
-}
+using duet::testing::error_of;
 
-std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using duet::testing::read_bytes;
 
 void write_bytes(const std::string& path, std::string_view bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

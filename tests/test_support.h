@@ -1,18 +1,44 @@
 // Shared helpers for the test suites: where the fixtures are, how close is close enough.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 #include <cstring>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "io/safetensors.h"
 
 namespace duet::testing {
+
+// The message of the duet::Error that `fn` throws; fails the test if it throws nothing.
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+    try {
+        fn();
+    } catch (const duet::Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected duet::Error";
+    return "";
+}
+
+inline std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+}
 
 inline std::string fixture_dir(const std::string& name) { return std::string(DUET_FIXTURES_DIR) + "/" + name; }
 
