@@ -143,7 +143,8 @@ TEST_P(MatmulAtLevel, MatchesReferenceForEveryShape) {
                         const std::vector<float> alone = p.run_token(t, &two);
                         const std::vector<float> in_batch(out.begin() + t * rows,
                                                           out.begin() + (t + 1) * rows);
-                        expect_bit_identical(in_batch, alone, where + " token " + std::to_string(t));
+                        expect_bit_identical(in_batch, alone,
+                                             where + " token " + std::to_string(t));
                     }
                     if (HasFatalFailure()) return;
                 }
@@ -169,7 +170,8 @@ TEST_P(MatmulAtLevel, ThreadCountDoesNotChangeResults) {
                     expect_bit_identical(out, p.run(&three), where + " (3 threads)");
                     const int64_t last = n - 1;
                     const std::vector<float> in_batch(out.begin() + last * rows, out.end());
-                    expect_bit_identical(in_batch, p.run_token(last, &three), where + " last token");
+                    expect_bit_identical(in_batch, p.run_token(last, &three),
+                                         where + " last token");
                     if (HasFatalFailure()) return;
                 }
             }
@@ -229,9 +231,10 @@ TEST_P(MatmulAtLevel, DotMatchesReference) {
         const std::vector<float> b = random_values(rng, len);
         double exact = 0;
         double magnitude = 0;
-        for (int64_t i = 0; i < len; ++i) {
-            exact += static_cast<double>(a[static_cast<size_t>(i)]) * b[static_cast<size_t>(i)];
-            magnitude += std::fabs(static_cast<double>(a[static_cast<size_t>(i)]) * b[static_cast<size_t>(i)]);
+        for (size_t i = 0; i < a.size(); ++i) {
+            const double product = static_cast<double>(a[i]) * b[i];
+            exact += product;
+            magnitude += std::fabs(product);
         }
         const double got = dot_f32(a.data(), b.data(), len);
         EXPECT_LE(std::fabs(got - exact), 1e-5 * magnitude + 1e-30) << "len=" << len;

@@ -125,7 +125,9 @@ TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
     pool.parallel_for(outer, 1, [&](int64_t ob, int64_t oe) {
         for (int64_t o = ob; o < oe; ++o) {
             pool.parallel_for(inner, 1, [&](int64_t ib, int64_t ie) {
-                for (int64_t i = ib; i < ie; ++i) hits[static_cast<size_t>(o * inner + i)].fetch_add(1);
+                for (int64_t i = ib; i < ie; ++i) {
+                    hits[static_cast<size_t>(o * inner + i)].fetch_add(1);
+                }
             });
         }
     });
@@ -135,14 +137,11 @@ TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
 TEST(ThreadPool, RethrowsTheFirstExceptionAfterAllChunksRan) {
     ThreadPool pool(3);
     std::vector<std::atomic<int>> hits(100);
-    EXPECT_THROW(pool.parallel_for(100, 1,
-                                   [&](int64_t begin, int64_t end) {
-                                       for (int64_t i = begin; i < end; ++i) {
-                                           hits[static_cast<size_t>(i)].fetch_add(1);
-                                       }
-                                       if (begin <= 42 && 42 < end) throw std::runtime_error("boom");
-                                   }),
-                 std::runtime_error);
+    auto count_and_throw_at_42 = [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        if (begin <= 42 && 42 < end) throw std::runtime_error("boom");
+    };
+    EXPECT_THROW(pool.parallel_for(100, 1, count_and_throw_at_42), std::runtime_error);
     for (auto& h : hits) EXPECT_EQ(h.load(), 1);
 
     // Every chunk throws: exactly one exception comes out, and the pool still works.
@@ -176,12 +175,11 @@ TEST(ThreadPool, ManySmallCallsInARow) {
 TEST(ThreadPool, CallersOnSeveralThreadsShareThePool) {
     ThreadPool pool(3);
     std::atomic<int64_t> total{0};
+    auto count = [&](int64_t begin, int64_t end) { total.fetch_add(end - begin); };
     std::vector<std::thread> callers;
     for (int c = 0; c < 3; ++c) {
         callers.emplace_back([&] {
-            for (int call = 0; call < 300; ++call) {
-                pool.parallel_for(50, 1, [&](int64_t begin, int64_t end) { total.fetch_add(end - begin); });
-            }
+            for (int call = 0; call < 300; ++call) pool.parallel_for(50, 1, count);
         });
     }
     for (std::thread& t : callers) t.join();

@@ -150,7 +150,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     busy_workers_.store(participants, std::memory_order_relaxed);
     {
         std::lock_guard lock(wake_mutex_);
-        const uint64_t counter = (generation_.load(std::memory_order_relaxed) >> kParticipantBits) + 1;
+        const uint64_t counter =
+            (generation_.load(std::memory_order_relaxed) >> kParticipantBits) + 1;
         generation_.store((counter << kParticipantBits) | static_cast<uint64_t>(participants),
                           std::memory_order_release);
     }

@@ -35,7 +35,9 @@ inline void require_matmul_dtype(const MatrixView& m) {
 inline float matrix_element(const MatrixView& m, int64_t r, int64_t c) {
     require_matmul_dtype(m);
     const int64_t index = r * m.cols + c;
-    if (m.dtype == DType::BF16) return bf16_bits_to_f32(static_cast<const uint16_t*>(m.data)[index]);
+    if (m.dtype == DType::BF16) {
+        return bf16_bits_to_f32(static_cast<const uint16_t*>(m.data)[index]);
+    }
     return static_cast<const float*>(m.data)[index];
 }
 

@@ -16,10 +16,6 @@ using detail::kTileRows;
 constexpr int64_t kMinBytesPerChunk = 64 * 1024;
 constexpr int64_t kMinMultiplyAddsPerChunk = 256 * 1024;
 
-// The batched kernel reuses a token block from cache for every block of weight
-// rows it meets; a block of about this many bytes stays in a core's L2.
-constexpr int64_t kTokenBlockBytes = 128 * 1024;
-
 const detail::MatmulKernels& active_kernels() {
     switch (active_simd_level()) {
         case SimdLevel::Avx512: return detail::kAvx512Kernels;
@@ -31,10 +27,10 @@ const detail::MatmulKernels& active_kernels() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The batched kernel's scratch, per thread, grown to the largest size needed.
-float* batched_scratch(int64_t cols, int64_t tokens) {
+// Room for one block of weight rows widened to f32, per thread.
+float* widening_scratch(int64_t cols) {
     thread_local std::vector<float> scratch;
-    const auto needed = static_cast<size_t>(detail::matmul_scratch_floats(cols, tokens));
+    const auto needed = static_cast<size_t>(kTileRows * cols);
     if (scratch.size() < needed) scratch.resize(needed);
     return scratch.data();
 }
@@ -44,7 +40,8 @@ void matvec(const detail::MatmulKernels& kernels, const MatrixView& w, const flo
     const int64_t groups = ceil_div(w.rows, kTileRows);
     const int64_t group_bytes =
         kTileRows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
-    const int64_t grain = std::max<int64_t>(1, kMinBytesPerChunk / std::max<int64_t>(group_bytes, 1));
+    const int64_t grain =
+        std::max<int64_t>(1, kMinBytesPerChunk / std::max<int64_t>(group_bytes, 1));
     parallel_for(pool, groups, grain, [&](int64_t begin, int64_t end) {
         kernels.matvec(w, x, out, begin * kTileRows, std::min(end * kTileRows, w.rows));
     });
@@ -56,14 +53,15 @@ void matvec(const detail::MatmulKernels& kernels, const MatrixView& w, const flo
 void matmul_batched(const detail::MatmulKernels& kernels, const MatrixView& w, const float* x,
                     int64_t n, float* out, ThreadPool* pool) {
     const int64_t row_blocks = ceil_div(w.rows, kTileRows);
+    // Token blocks of about equal size, a multiple of the tile where possible.
+    const int64_t token_blocks = ceil_div(n, detail::kTokenBlock);
     const int64_t tokens_per_block =
-        std::clamp<int64_t>(kTokenBlockBytes / std::max<int64_t>(w.cols * 4, 1), 1, n);
-    const int64_t token_blocks = ceil_div(n, tokens_per_block);
+        ceil_div(ceil_div(n, token_blocks), detail::kTileTokens) * detail::kTileTokens;
     const int64_t unit_multiply_adds = kTileRows * std::max<int64_t>(w.cols, 1) * tokens_per_block;
     const int64_t grain = std::max<int64_t>(1, kMinMultiplyAddsPerChunk / unit_multiply_adds);
 
     parallel_for(pool, row_blocks * token_blocks, grain, [&](int64_t begin, int64_t end) {
-        float* scratch = batched_scratch(w.cols, tokens_per_block);
+        float* scratch = widening_scratch(w.cols);
         for (int64_t unit = begin; unit < end;) {
             const int64_t token_block = unit / row_blocks;
             const int64_t first_row_block = unit % row_blocks;

@@ -19,7 +19,8 @@ struct Avx2Ops {
     static Vec load(const float* p) { return _mm256_loadu_ps(p); }
     // bf16 -> f32: zero-extend each 16-bit value to 32 bits and shift it into the top half.
     static Vec load(const uint16_t* p) {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        const __m256i wide = _mm256_cvtepu16_epi32(bits);
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
     static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }

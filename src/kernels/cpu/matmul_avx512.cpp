@@ -1,6 +1,6 @@
-// The kernels of matmul_kernel_template.h on 16-wide AVX-512 vectors. Only
-// AVX-512F instructions are used; matmul.cpp picks this table only on CPUs
-// that report avx512f, avx512bw and avx512vl.
+// The kernels of matmul_kernel_template.h on 16-wide AVX-512 vectors. The
+// intrinsics are AVX-512F ones; the table is picked only on CPUs that have
+// every instruction set this file is compiled for (see simd_level.cpp).
 // GCC 12's AVX-512 intrinsics start from deliberately undefined registers and
 // warn about them wherever they are inlined (GCC bug 105593).
 #pragma GCC diagnostic push
@@ -27,7 +27,8 @@ struct Avx512Ops {
     static Vec load(const float* p) { return _mm512_loadu_ps(p); }
     // bf16 -> f32: zero-extend each 16-bit value to 32 bits and shift it into the top half.
     static Vec load(const uint16_t* p) {
-        const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        const __m512i wide = _mm512_cvtepu16_epi32(bits);
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
     static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }

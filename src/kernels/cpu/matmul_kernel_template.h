@@ -24,28 +24,26 @@
 
 namespace duet::cpu::detail {
 
-// Tokens handled together by one register tile. kTileRows x kTileTokens
-// accumulators plus kTileTokens token vectors and one weight vector must fit
-// the 16 vector registers of AVX2.
-constexpr int64_t kTileTokens = 3;
-
-// Columns a batched tile covers before it moves to the next tokens: the slice
-// of a widened weight block (kTileRows x this many f32) then stays in L1 while
-// every token of the block passes by it.
-constexpr int64_t kColumnBlock = 512;
-
-// The dot products of the matmul are built only by the two functions below,
-// whatever the tile shape and however the columns are blocked, which is what
-// fixes their summation order.
-//
-// acc[r][t] += w row r times x row t over columns [begin, end): lane l takes
-// the columns c = l (mod width) in increasing order. begin and end are
-// multiples of the vector width; rows of w and of x are `cols` apart.
+// out[t * out_token_stride + r] = dot(w row r, x row t) for r < Rows and
+// t < Tokens; rows of w and of x are `cols` apart. Every dot product of the
+// matmul is formed here, whatever the tile shape, which fixes its order: lane
+// l of one accumulator takes the columns c = l (mod width) in increasing
+// order, Ops::sum adds the lanes, and the columns past the last full vector
+// follow one at a time.
 template <class Ops, class Weight, int Rows, int Tokens>
-inline void accumulate_tile(const Weight* w, const float* x, int64_t cols, int64_t begin,
-                            int64_t end, typename Ops::Vec (&acc)[Rows][Tokens]) {
+inline void dot_tile(const Weight* w, const float* x, int64_t cols, float* out,
+                     int64_t out_token_stride) {
     using Vec = typename Ops::Vec;
-    for (int64_t c = begin; c < end; c += Ops::kWidth) {
+    const int64_t full = cols - cols % Ops::kWidth;
+
+    Vec acc[Rows][Tokens];
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 16
+        for (int t = 0; t < Tokens; ++t) acc[r][t] = Ops::zero();
+    }
+
+    for (int64_t c = 0; c < full; c += Ops::kWidth) {
         Vec xv[Tokens];
 #pragma GCC unroll 16
         for (int t = 0; t < Tokens; ++t) xv[t] = Ops::load(x + t * cols + c);
@@ -56,15 +54,7 @@ inline void accumulate_tile(const Weight* w, const float* x, int64_t cols, int64
             for (int t = 0; t < Tokens; ++t) acc[r][t] = Ops::fma(wv, xv[t], acc[r][t]);
         }
     }
-}
 
-// out[t * out_token_stride + r] = the lanes of acc[r][t] summed in Ops' fixed
-// order, then the columns from `full` (the last multiple of the width) to
-// `cols` added one at a time.
-template <class Ops, class Weight, int Rows, int Tokens>
-inline void finish_tile(const Weight* w, const float* x, int64_t cols, int64_t full,
-                        const typename Ops::Vec (&acc)[Rows][Tokens], float* out,
-                        int64_t out_token_stride) {
     for (int r = 0; r < Rows; ++r) {
         for (int t = 0; t < Tokens; ++t) {
             float s = Ops::sum(acc[r][t]);
@@ -76,25 +66,6 @@ inline void finish_tile(const Weight* w, const float* x, int64_t cols, int64_t f
     }
 }
 
-template <class Ops, int Rows, int Tokens>
-inline void zero_tile(typename Ops::Vec (&acc)[Rows][Tokens]) {
-#pragma GCC unroll 16
-    for (int r = 0; r < Rows; ++r) {
-#pragma GCC unroll 16
-        for (int t = 0; t < Tokens; ++t) acc[r][t] = Ops::zero();
-    }
-}
-
-// Rows whole dot products of one token, in registers from start to end.
-template <class Ops, class Weight, int Rows>
-inline void matvec_tile(const Weight* w, const float* x, int64_t cols, float* out) {
-    const int64_t full = cols - cols % Ops::kWidth;
-    typename Ops::Vec acc[Rows][1];
-    zero_tile<Ops, Rows, 1>(acc);
-    accumulate_tile<Ops, Weight, Rows, 1>(w, x, cols, 0, full, acc);
-    finish_tile<Ops, Weight, Rows, 1>(w, x, cols, full, acc, out, 0);
-}
-
 // One token against rows [row_begin, row_end), kTileRows at a time: the
 // weights stream from memory once, with kTileRows independent accumulator
 // chains to hide the fma latency.
@@ -103,9 +74,9 @@ void matvec_rows(const Weight* w, int64_t cols, const float* x, float* out, int6
                  int64_t row_end) {
     int64_t r = row_begin;
     for (; r + kTileRows <= row_end; r += kTileRows) {
-        matvec_tile<Ops, Weight, kTileRows>(w + r * cols, x, cols, out + r);
+        dot_tile<Ops, Weight, kTileRows, 1>(w + r * cols, x, cols, out + r, 0);
     }
-    for (; r < row_end; ++r) matvec_tile<Ops, Weight, 1>(w + r * cols, x, cols, out + r);
+    for (; r < row_end; ++r) dot_tile<Ops, Weight, 1, 1>(w + r * cols, x, cols, out + r, 0);
 }
 
 // The rows of a block as f32: bf16 is widened into scratch once per block and
@@ -123,78 +94,36 @@ const float* rows_as_f32(const uint16_t* w, int64_t count, float* scratch) {
     return scratch;
 }
 
-// One column block [begin, end) of a Rows x Tokens tile. Between column blocks
-// the accumulators wait in `saved` (Rows x Tokens vectors), stored and
-// reloaded exactly, so the blocking does not change any sum.
-template <class Ops, int Rows, int Tokens>
-inline void batched_tile_step(const float* block, const float* x, int64_t cols, int64_t begin,
-                              int64_t end, int64_t full, float* saved, float* out,
-                              int64_t out_token_stride) {
-    typename Ops::Vec acc[Rows][Tokens];
-    if (begin == 0) {
-        zero_tile<Ops, Rows, Tokens>(acc);
-    } else {
-#pragma GCC unroll 16
-        for (int r = 0; r < Rows; ++r) {
-#pragma GCC unroll 16
-            for (int t = 0; t < Tokens; ++t) acc[r][t] = Ops::load(saved + (t * Rows + r) * Ops::kWidth);
-        }
-    }
-    accumulate_tile<Ops, float, Rows, Tokens>(block, x, cols, begin, end, acc);
-    if (end == full) {
-        finish_tile<Ops, float, Rows, Tokens>(block, x, cols, full, acc, out, out_token_stride);
-    } else {
-#pragma GCC unroll 16
-        for (int r = 0; r < Rows; ++r) {
-#pragma GCC unroll 16
-            for (int t = 0; t < Tokens; ++t) Ops::store(saved + (t * Rows + r) * Ops::kWidth, acc[r][t]);
-        }
-    }
-}
-
 // Tokens [token_begin, token_end) against a block of Rows f32 weight rows,
-// one column block at a time. saved holds Rows x (token_end - token_begin)
-// vectors.
+// kTileTokens at a time.
 template <class Ops, int Rows>
 void block_times_tokens(const float* block, int64_t cols, const float* x, int64_t token_begin,
-                        int64_t token_end, float* out, int64_t out_token_stride, float* saved) {
-    static_assert(kColumnBlock % Ops::kWidth == 0, "column blocks must hold whole vectors");
-    const int64_t full = cols - cols % Ops::kWidth;
-    int64_t begin = 0;
-    do {
-        const int64_t end = full - begin < kColumnBlock ? full : begin + kColumnBlock;
-        int64_t t = token_begin;
-        for (; t + kTileTokens <= token_end; t += kTileTokens) {
-            batched_tile_step<Ops, Rows, kTileTokens>(
-                block, x + t * cols, cols, begin, end, full,
-                saved + (t - token_begin) * Rows * Ops::kWidth, out + t * out_token_stride,
-                out_token_stride);
-        }
-        for (; t < token_end; ++t) {
-            batched_tile_step<Ops, Rows, 1>(block, x + t * cols, cols, begin, end, full,
-                                            saved + (t - token_begin) * Rows * Ops::kWidth,
-                                            out + t * out_token_stride, out_token_stride);
-        }
-        begin = end;
-    } while (begin < full);
+                        int64_t token_end, float* out, int64_t out_token_stride) {
+    int64_t t = token_begin;
+    for (; t + kTileTokens <= token_end; t += kTileTokens) {
+        dot_tile<Ops, float, Rows, kTileTokens>(block, x + t * cols, cols,
+                                                out + t * out_token_stride, out_token_stride);
+    }
+    for (; t < token_end; ++t) {
+        dot_tile<Ops, float, Rows, 1>(block, x + t * cols, cols, out + t * out_token_stride,
+                                      out_token_stride);
+    }
 }
 
 template <class Ops, class Weight>
 void matmul_rows(const Weight* w, int64_t rows, int64_t cols, const float* x, int64_t token_begin,
                  int64_t token_end, float* out, int64_t row_begin, int64_t row_end,
                  float* scratch) {
-    float* widened = scratch;
-    float* saved = scratch + kTileRows * cols;
     for (int64_t r = row_begin; r < row_end; r += kTileRows) {
         const int64_t block_rows = row_end - r < kTileRows ? row_end - r : kTileRows;
-        const float* block = rows_as_f32<Ops>(w + r * cols, block_rows * cols, widened);
+        const float* block = rows_as_f32<Ops>(w + r * cols, block_rows * cols, scratch);
         if (block_rows == kTileRows) {
             block_times_tokens<Ops, kTileRows>(block, cols, x, token_begin, token_end, out + r,
-                                               rows, saved);
+                                               rows);
         } else {
             for (int64_t i = 0; i < block_rows; ++i) {
                 block_times_tokens<Ops, 1>(block + i * cols, cols, x, token_begin, token_end,
-                                           out + r + i, rows, saved);
+                                           out + r + i, rows);
             }
         }
     }

@@ -13,23 +13,22 @@ namespace duet::cpu::detail {
 // weight rows that the batched kernel widens to f32 at once.
 constexpr int64_t kTileRows = 4;
 
-// The widest vector of any level, in floats.
-constexpr int64_t kMaxVectorWidth = 16;
+// Tokens handled together by one register tile of the batched kernel.
+// kTileRows x kTileTokens accumulators plus kTileTokens token vectors and one
+// weight vector must fit the 16 vector registers of AVX2.
+constexpr int64_t kTileTokens = 3;
 
-// Floats of scratch the batched kernel needs for `tokens` tokens at a time:
-// a block of weight rows widened to f32, and the accumulators of the tokens
-// parked between column blocks.
-constexpr int64_t matmul_scratch_floats(int64_t cols, int64_t tokens) {
-    return kTileRows * cols + kTileRows * tokens * kMaxVectorWidth;
-}
+// Tokens the batched kernel takes through one block of weight rows. Every
+// token block widens and reads the whole weight matrix again, which costs
+// more than streaming a large token block from L3 for each block of rows.
+constexpr int64_t kTokenBlock = 96;
 
 struct MatmulKernels {
     // One token: out[r] for r in [row_begin, row_end).
     void (*matvec)(const MatrixView& w, const float* x, float* out, int64_t row_begin,
                    int64_t row_end);
     // Tokens [token_begin, token_end) of x ([*, w.cols]) into out ([*, w.rows]),
-    // rows [row_begin, row_end). scratch holds
-    // matmul_scratch_floats(w.cols, token_end - token_begin) floats.
+    // rows [row_begin, row_end). scratch holds kTileRows * w.cols floats.
     void (*matmul)(const MatrixView& w, const float* x, int64_t token_begin, int64_t token_end,
                    float* out, int64_t row_begin, int64_t row_end, float* scratch);
     float (*dot)(const float* a, const float* b, int64_t n);

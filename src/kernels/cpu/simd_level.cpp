@@ -33,9 +33,11 @@ SimdLevel detected_simd_level() {
     // __builtin_cpu_supports also checks that the OS saves the wide registers.
     static const SimdLevel detected = [] {
         __builtin_cpu_init();
+        // avx512dq too, since matmul_avx512.cpp is compiled with it; every CPU
+        // with avx512bw and avx512vl has it.
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
-            __builtin_cpu_supports("f16c")) {
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
             return SimdLevel::Avx512;
         }
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&

@@ -9,8 +9,8 @@ namespace duet::cpu {
 
 enum class SimdLevel { Scalar, Avx2, Avx512 };
 
-// The widest level this CPU (and OS) supports: Avx512 needs avx512f, avx512bw
-// and avx512vl; Avx2 needs avx2, fma and f16c.
+// The widest level this CPU (and OS) supports: Avx512 needs avx512f, avx512bw,
+// avx512vl, avx512dq, fma and f16c; Avx2 needs avx2, fma and f16c.
 SimdLevel detected_simd_level();
 
 // The level the kernels use now. On first use it is the detected level, or the
