@@ -6,7 +6,10 @@ namespace duet {
 
 std::string shape_to_string(const std::vector<int64_t>& shape) {
     std::string out = "[";
-    for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += std::to_string(shape[i]);
+    }
     return out + "]";
 }
 
