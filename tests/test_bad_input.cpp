@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
-#include "models/nemotron_h/generate.h"
+#include "models/generate.h"
 #include "models/nemotron_h/model.h"
 #include "test_support.h"
 
@@ -165,7 +165,7 @@ TEST(BadRequest, PromptLongerThanTheStateCapacity) {
     nemotron_h::State state = model.new_state(*backend, 4);
     const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
     EXPECT_THROW(model.forward(*backend, state, ids, false), Error);
-    EXPECT_THROW(nemotron_h::generate_greedy(model, *backend, state, std::vector<int32_t>{1, 2}, 4), Error);
+    EXPECT_THROW(generate_greedy(model, *backend, state, std::vector<int32_t>{1, 2}, 4), Error);
     const CliResult r = run_cli("generate --model " + fixture_dir("nemotron_h_tiny") + " --ids 1,2,3,4,5 --ctx 4 -n 1");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("capacity 4"), std::string::npos) << r.err;
@@ -179,7 +179,7 @@ TEST(Cli, GenerateAndLogitsMatchTheLibrary) {
     ThreadPool pool(1);
     auto backend = make_cpu_backend(&pool);
     nemotron_h::State state = model.new_state(*backend, 16);
-    const auto out = nemotron_h::generate_greedy(model, *backend, state, std::vector<int32_t>{5, 6, 7}, 4);
+    const auto out = generate_greedy(model, *backend, state, std::vector<int32_t>{5, 6, 7}, 4);
     std::string expected;
     for (size_t i = 0; i < out.ids.size(); ++i) expected += (i ? " " : "") + std::to_string(out.ids[i]);
     EXPECT_EQ(r.out, expected + "\n");

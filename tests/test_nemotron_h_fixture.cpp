@@ -4,7 +4,7 @@
 
 #include "backend/backend.h"
 #include "base/thread_pool.h"
-#include "models/nemotron_h/generate.h"
+#include "models/generate.h"
 #include "models/nemotron_h/model.h"
 #include "test_support.h"
 

@@ -12,9 +12,7 @@
 #include "cli/commands.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/simd_level.h"
-#include "models/nemotron_h/model.h"
-#include "models/nemotron_h/presets.h"
-#include "models/nemotron_h/random_weights.h"
+#include "models/registry.h"
 #include "sample/greedy.h"
 
 namespace duet::cli {
@@ -54,55 +52,53 @@ int run_bench(const Argv& argv) {
                      "--bandwidth-mib"},
               {"--random-weights"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
-    if (arch != "nemotron_h") throw UsageError{"--arch is '" + arch + "', expected nemotron_h"};
     const bool random = args.has("--random-weights");
     if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
-    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset tiny|nano-8l|nano"};
+    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
     Runtime rt(threads_flag(args));
 
     std::string source;
     auto load_start = Clock::now();
-    std::optional<nemotron_h::Model> model;
+    std::unique_ptr<CausalLM> model;
     if (random) {
         const std::string preset = args.text("--preset");
-        const nemotron_h::Config config = nemotron_h::preset_config(preset);
-        const double need = static_cast<double>(config.parameter_count()) * 2.0;
+        const double need = static_cast<double>(random_causal_lm_bytes(arch, preset));
         const double have = static_cast<double>(physical_memory_bytes());
-        require(need < 0.9 * have, "preset ", preset, " needs ", need / 1e9, " GB of bf16 weights; this machine has ",
+        require(need < 0.9 * have, "preset ", preset, " needs ", need / 1e9, " GB of weights; this machine has ",
                 have / 1e9, " GB of memory");
         const auto seed = static_cast<uint64_t>(args.integer_or("--seed", 1, 0, INT64_MAX));
-        model = nemotron_h::Model::from_tensors(config, nemotron_h::make_random_weights(config, seed, &rt.pool));
+        model = random_causal_lm(arch, preset, seed, &rt.pool);
         source = "random:" + preset;
     } else {
         source = args.text("--model");
-        model = nemotron_h::Model::load(source);
+        model = load_causal_lm(source);
     }
     const double load_s = seconds_since(load_start);
-    const nemotron_h::Config& c = model->config();
+    const int64_t vocab = model->vocab();
     Backend& backend = *rt.backend;
 
-    const std::vector<int32_t> prompt = bench_prompt(prompt_len, c.vocab);
-    nemotron_h::State state = model->new_state(backend, prompt_len + decode_len);
+    const std::vector<int32_t> prompt = bench_prompt(prompt_len, vocab);
+    const std::unique_ptr<SequenceState> state = model->create_state(backend, prompt_len + decode_len);
 
     // Prefill: repeated on a fresh state while the runs are short, the median kept.
     std::vector<double> prefill_s;
     std::vector<float> logits;
     auto bench_start = Clock::now();
     do {
-        state.reset(backend);
+        state->reset(backend);
         auto start = Clock::now();
-        logits = model->forward(backend, state, prompt, false);
+        logits = model->forward(backend, *state, prompt, false);
         prefill_s.push_back(seconds_since(start));
     } while (seconds_since(bench_start) < 2.0 && prefill_s.size() < 10);
 
     // Decode: greedy tokens fed back one at a time after the prompt.
     std::vector<double> decode_s;
     for (int64_t i = 0; i < decode_len; ++i) {
-        const int32_t next = argmax(logits.data(), c.vocab);
+        const int32_t next = argmax(logits.data(), vocab);
         auto start = Clock::now();
-        logits = model->forward(backend, state, std::span<const int32_t>(&next, 1), false);
+        logits = model->forward(backend, *state, std::span<const int32_t>(&next, 1), false);
         decode_s.push_back(seconds_since(start));
     }
     double decode_total = 0.0;
@@ -115,9 +111,8 @@ int run_bench(const Argv& argv) {
     const double decode_gbs = bytes_per_token / decode_mean_s / 1e9;
 
     json::Value out = json::Value::object();
-    out.set("arch", json::Value("nemotron_h"));
+    out.set("arch", json::Value(model->arch()));
     out.set("weights", json::Value(source));
-    out.set("pattern", json::Value(c.pattern()));
     out.set("weight_bytes", json::Value(static_cast<int64_t>(model->tensor_bytes())));
     out.set("load_s", json::Value(load_s));
     out.set("backend", json::Value(std::string(backend.name())));

@@ -7,7 +7,8 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "models/nemotron_h/generate.h"
+#include "models/generate.h"
+#include "models/registry.h"
 #include "models/nemotron_h/presets.h"
 #include "models/nemotron_h/random_weights.h"
 
@@ -30,10 +31,10 @@ int run_demo(const Argv& argv) {
         require(std::filesystem::exists(dir / "config.json"), dir.string(), ": could not write config.json");
     }
 
-    const nemotron_h::Model model = nemotron_h::Model::load(dir.string());
-    nemotron_h::State state = model.new_state(*rt.backend, 256);
+    const std::unique_ptr<CausalLM> model = load_causal_lm(dir.string());
+    const std::unique_ptr<SequenceState> state = model->create_state(*rt.backend, 256);
     const std::vector<int32_t> prompt = {1, 17, 42, 99, 256, 7, 311, 64};
-    const nemotron_h::GreedyOutput out = nemotron_h::generate_greedy(model, *rt.backend, state, prompt, count);
+    const GreedyOutput out = generate_greedy(*model, *rt.backend, *state, prompt, count);
 
     std::printf("duet demo: a tiny Nemotron-H (%s, hidden %ld, vocab %ld) with RANDOM weights, written to %s\n",
                 config.pattern().c_str(), static_cast<long>(config.hidden), static_cast<long>(config.vocab),

@@ -3,7 +3,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "models/nemotron_h/generate.h"
+#include "models/generate.h"
+#include "models/registry.h"
 
 namespace duet::cli {
 
@@ -20,10 +21,10 @@ int run_generate(const Argv& argv) {
     Args args(argv, {"--model", "--ids", "-n", "--threads", "--ctx"}, {});
     const std::vector<int32_t> prompt = parse_id_list(args.text("--ids"), "--ids");
     const int64_t count = args.integer_or("-n", 16, 0, 1 << 24);
-    const nemotron_h::Model model = nemotron_h::Model::load(args.text("--model"));
+    const std::unique_ptr<CausalLM> model = load_causal_lm(args.text("--model"));
     Runtime rt(threads_flag(args));
-    nemotron_h::State state = model.new_state(*rt.backend, context_flag(args));
-    const nemotron_h::GreedyOutput out = nemotron_h::generate_greedy(model, *rt.backend, state, prompt, count);
+    const std::unique_ptr<SequenceState> state = model->create_state(*rt.backend, context_flag(args));
+    const GreedyOutput out = generate_greedy(*model, *rt.backend, *state, prompt, count);
     std::printf("%s\n", join_ids(out.ids).c_str());
     return 0;
 }

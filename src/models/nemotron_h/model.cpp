@@ -200,3 +200,39 @@ size_t Model::decode_weight_bytes() const {
 }
 
 }  // namespace duet::nemotron_h
+
+namespace duet::nemotron_h {
+
+std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
+                                  bool all_logits, const HiddenHook& hook) const {
+    auto* own = dynamic_cast<State*>(&state);
+    require(own != nullptr, "nemotron_h: the sequence state belongs to another architecture");
+    return forward(backend, *own, ids, all_logits, hook);
+}
+
+std::vector<std::pair<std::string, std::string>> Model::describe() const {
+    const Config& c = config_;
+    std::vector<std::pair<std::string, std::string>> lines;
+    lines.emplace_back("architecture", "nemotron_h (" + layout_ + " layout)");
+    lines.emplace_back("layers", str_cat(c.layers.size(), "  ", c.pattern(), "  (", c.count(LayerKind::Mamba),
+                                         " Mamba-2, ", c.count(LayerKind::Attention), " attention, ",
+                                         c.count(LayerKind::MoE), " MoE, ", c.count(LayerKind::MLP), " MLP)"));
+    lines.emplace_back("hidden", std::to_string(c.hidden));
+    lines.emplace_back("vocab", std::to_string(c.vocab));
+    if (c.mamba_heads > 0) {
+        lines.emplace_back("mamba-2", str_cat(c.mamba_heads, " heads x ", c.mamba_head_dim, ", ", c.mamba_groups,
+                                              " groups, state ", c.ssm_state, ", conv ", c.conv_kernel));
+    }
+    if (c.attn_heads > 0) {
+        lines.emplace_back("attention", str_cat(c.attn_heads, " q / ", c.kv_heads, " kv heads of ", c.head_dim,
+                                                ", no positional encoding"));
+    }
+    if (c.experts > 0) {
+        lines.emplace_back("moe", str_cat(c.experts, " experts, top-", c.experts_per_token, ", width ",
+                                          c.expert_inter, ", shared ", c.shared_inter, ", scale ", c.routed_scale));
+    }
+    lines.emplace_back("parameters", str_cat(c.parameter_count()));
+    return lines;
+}
+
+}  // namespace duet::nemotron_h

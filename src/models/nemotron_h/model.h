@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "models/causal_lm.h"
 #include "models/nemotron_h/config.h"
 #include "models/nemotron_h/state.h"
 #include "models/nemotron_h/weights.h"
@@ -18,7 +19,7 @@
 
 namespace duet::nemotron_h {
 
-class Model {
+class Model final : public CausalLM {
 public:
     // Reads `dir`/config.json and the checkpoint beside it (single file or sharded).
     static Model load(const std::string& dir);
@@ -28,15 +29,10 @@ public:
     const Config& config() const { return config_; }
     const Weights& weights() const { return weights_; }
     const std::string& layout() const { return layout_; }
-    size_t tensor_count() const { return tensor_count_; }
-    size_t tensor_bytes() const { return tensor_bytes_; }
+    size_t tensor_count() const override { return tensor_count_; }
+    size_t tensor_bytes() const override { return tensor_bytes_; }
 
     State new_state(Backend& backend, int64_t capacity) const { return State(config_, backend, capacity); }
-
-    // Receives hidden states on the host, transformers' convention: index 0 the input embeddings,
-    // index i (1 <= i < layers) the residual stream after layer i, index `layers` the last layer's
-    // output after the final norm. rows is [n, hidden].
-    using HiddenHook = std::function<void(int64_t index, const float* rows, int64_t n)>;
 
     // Runs `ids` through the stack from the state's position and advances it. Returns logits on
     // the host: [n, vocab] when all_logits, else [1, vocab] for the last token. Throws, leaving the
@@ -44,9 +40,19 @@ public:
     std::vector<float> forward(Backend& backend, State& state, std::span<const int32_t> ids, bool all_logits,
                                const HiddenHook& hook = {}) const;
 
+    // CausalLM
+    std::string arch() const override { return "nemotron_h"; }
+    int64_t vocab() const override { return config_.vocab; }
+    std::vector<std::pair<std::string, std::string>> describe() const override;
+    std::unique_ptr<SequenceState> create_state(Backend& backend, int64_t capacity) const override {
+        return std::make_unique<State>(config_, backend, capacity);
+    }
+    std::vector<float> forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
+                               bool all_logits, const HiddenHook& hook = {}) const override;
+
     // Weight bytes one decode token reads: every dense matrix, top-k experts per MoE layer, one
     // embedding row and the LM head.
-    size_t decode_weight_bytes() const;
+    size_t decode_weight_bytes() const override;
 
 private:
     Model(Config config, Weights weights, std::string layout, size_t tensor_count, size_t tensor_bytes)

@@ -6,17 +6,17 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "models/causal_lm.h"
 #include "models/nemotron_h/config.h"
 
 namespace duet::nemotron_h {
 
-class State {
+class State final : public SequenceState {
 public:
     State(const Config& config, Backend& backend, int64_t capacity);
 
-    int64_t capacity() const { return capacity_; }
-    int64_t position() const { return position_; }
-    int64_t room() const { return capacity_ - position_; }
+    int64_t capacity() const override { return capacity_; }
+    int64_t position() const override { return position_; }
 
     float* conv_ring(int64_t slot) { return conv_[slot].data(); }
     float* ssm_state(int64_t slot) { return ssm_[slot].data(); }
@@ -31,7 +31,7 @@ public:
 
     void advance(int64_t tokens) { position_ += tokens; }
     // Back to an empty sequence, keeping the memory.
-    void reset(Backend& backend);
+    void reset(Backend& backend) override;
 
 private:
     int64_t capacity_;

@@ -1,13 +1,13 @@
-// Greedy generation with Nemotron-H: one batched prefill of the prompt, then one token at a time.
+// Greedy generation with any causal LM: one batched prefill of the prompt, then one token at a time.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "models/nemotron_h/model.h"
+#include "models/causal_lm.h"
 
-namespace duet::nemotron_h {
+namespace duet {
 
 struct GreedyOutput {
     std::vector<int32_t> ids;
@@ -17,7 +17,7 @@ struct GreedyOutput {
 
 // Continues `prompt` by `count` greedy tokens. Checks up front that the prompt and the tokens fed
 // back fit the state.
-GreedyOutput generate_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
+GreedyOutput generate_greedy(const CausalLM& model, Backend& backend, SequenceState& state, std::span<const int32_t> prompt,
                              int64_t count, bool keep_step_logits = false);
 
-}  // namespace duet::nemotron_h
+}  // namespace duet

@@ -1,11 +1,11 @@
-#include "models/nemotron_h/generate.h"
+#include "models/generate.h"
 
 #include "base/error.h"
 #include "sample/greedy.h"
 
-namespace duet::nemotron_h {
+namespace duet {
 
-GreedyOutput generate_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
+GreedyOutput generate_greedy(const CausalLM& model, Backend& backend, SequenceState& state, std::span<const int32_t> prompt,
                              int64_t count, bool keep_step_logits) {
     require(!prompt.empty(), "generate: the prompt is empty");
     require(count >= 0, "generate: cannot generate ", count, " tokens");
@@ -16,7 +16,7 @@ GreedyOutput generate_greedy(const Model& model, Backend& backend, State& state,
     require(needed <= state.room(), "a prompt of ", prompt.size(), " tokens plus ", count,
             " generated tokens does not fit the state: capacity ", state.capacity(), " tokens, ",
             state.position(), " already used");
-    const int64_t vocab = model.config().vocab;
+    const int64_t vocab = model.vocab();
     std::vector<float> logits = model.forward(backend, state, prompt, false);
     for (int64_t step = 0; step < count; ++step) {
         const int32_t next = argmax(logits.data(), vocab);
@@ -27,4 +27,4 @@ GreedyOutput generate_greedy(const Model& model, Backend& backend, State& state,
     return out;
 }
 
-}  // namespace duet::nemotron_h
+}  // namespace duet

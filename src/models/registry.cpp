@@ -1,0 +1,57 @@
+#include "models/registry.h"
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "models/nemotron_h/model.h"
+#include "models/nemotron_h/presets.h"
+#include "models/nemotron_h/random_weights.h"
+
+namespace duet {
+
+namespace {
+
+// The architecture a config.json describes, from its model_type (Transcribe checkpoints keep the
+// decoder's config under llm_config).
+std::string architecture_of(const std::string& config_path) {
+    const json::Value root = json::parse_file(config_path);
+    require(root.is_object(), config_path, ": expected a JSON object");
+    const json::Value* type = root.find("model_type");
+    if (const json::Value* llm = root.find("llm_config"); llm != nullptr && llm->is_object()) {
+        if (const json::Value* inner = llm->find("model_type")) type = inner;
+    }
+    require(type != nullptr, config_path, ": no model_type (expected one of: nemotron_h)");
+    const std::string& name = type->as_string(config_path + ": model_type");
+    if (name == "nemotron_h" || name == "nemotron_transcribe_llm") return "nemotron_h";
+    fail(config_path, ": model_type '", name, "' is not supported (expected one of: nemotron_h)");
+}
+
+}  // namespace
+
+std::vector<std::string> architecture_names() { return {"nemotron_h"}; }
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir) {
+    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+    require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
+    const std::string arch = architecture_of(config_path);
+    if (arch == "nemotron_h") return std::make_unique<nemotron_h::Model>(nemotron_h::Model::load(dir));
+    fail(dir, ": architecture '", arch, "' has no loader");
+}
+
+size_t random_causal_lm_bytes(const std::string& arch, const std::string& preset) {
+    if (arch == "nemotron_h") return static_cast<size_t>(nemotron_h::preset_config(preset).parameter_count()) * 2;
+    fail("unknown architecture '", arch, "' (expected one of: nemotron_h)");
+}
+
+std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::string& preset, uint64_t seed,
+                                           ThreadPool* pool) {
+    if (arch == "nemotron_h") {
+        const nemotron_h::Config config = nemotron_h::preset_config(preset);
+        return std::make_unique<nemotron_h::Model>(
+            nemotron_h::Model::from_tensors(config, nemotron_h::make_random_weights(config, seed, pool)));
+    }
+    fail("unknown architecture '", arch, "' (expected one of: nemotron_h)");
+}
+
+}  // namespace duet

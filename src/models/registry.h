@@ -1,0 +1,25 @@
+// The architectures duet runs, found by a checkpoint's config.json or by name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "models/causal_lm.h"
+
+namespace duet {
+
+// Loads `dir` (config.json + safetensors), choosing the architecture from the config's model_type.
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir);
+
+// A model of architecture `arch` at a named preset size with deterministic random weights.
+std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::string& preset, uint64_t seed,
+                                           ThreadPool* pool);
+// Bytes of weights random_causal_lm would allocate, to refuse sizes the machine cannot hold.
+size_t random_causal_lm_bytes(const std::string& arch, const std::string& preset);
+
+std::vector<std::string> architecture_names();
+
+}  // namespace duet
