@@ -101,6 +101,22 @@ TEST_P(NemotronHFixture, BatchedPrefillEqualsTokenByTokenDecode) {
     }
 }
 
+// The draft module: position t fuses the embedding of token t+1 with the main model's final-normed
+// hidden state at t, and predicts token t+2.
+TEST_P(NemotronHFixture, DraftLogitsMatch) {
+    const Model model = Model::load(dir_);
+    ASSERT_TRUE(model.has_draft());
+    const int64_t t = static_cast<int64_t>(prompt_.size()), h = model.config().hidden;
+    State state = model.new_state(*backend_, 64);
+    std::vector<float> final_hidden;
+    model.forward(*backend_, state, prompt_, false, {}, &final_hidden);
+    const std::span<const float> hidden(final_hidden.data(), static_cast<size_t>((t - 1) * h));
+    const std::span<const int32_t> next(prompt_.data() + 1, static_cast<size_t>(t - 1));
+    const std::vector<float> draft = model.draft_forward(*backend_, state, hidden, next, true);
+    EXPECT_LE(relative_error(draft, expected("mtp_logits")), kTolerance);
+    EXPECT_EQ(state.draft_position(), t - 1);
+}
+
 TEST_P(NemotronHFixture, ThreadCountDoesNotChangeResults) {
     const Model model = Model::load(dir_);
     ThreadPool single(1);

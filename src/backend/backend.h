@@ -33,6 +33,9 @@ struct SsmScanArgs {
     float dt_min = 0.0f, dt_max = 0.0f;
     float* state = nullptr;  // [heads, head_dim, state_size], updated in place
     float* y = nullptr;      // [n, heads * head_dim]
+    // Optional [n, heads, head_dim, state_size]: the state after each token, so a speculative
+    // step can be rolled back to any of its tokens exactly.
+    float* state_history = nullptr;
 };
 
 struct AttentionArgs {
@@ -64,6 +67,53 @@ struct MoeRouting {
     float scale = 1.0f;       // then multiply by this
 };
 
+// Gated DeltaNet (Qwen3-Next / Qwen3.5 linear attention) over n tokens. Per token, k-head j serves
+// v-heads j·r … j·r+r−1 (r = v_heads / k_heads); q and k are L2-normalised (x·rsqrt(Σx² + 1e-6)),
+// q is scaled by k_dim^−½, and for each v-head h:
+//   g = neg_exp_a_log[h] · softplus(a + dt_bias[h]);  β = sigmoid(b)
+//   S ← exp(g)·S;  δ = β(v − Sᵀk);  S ← S + k ⊗ δ;  o = Sᵀq
+// chunk == 0 runs that recurrence token by token; chunk > 0 runs the equivalent chunked (WY/UT)
+// form over chunks of that many tokens.
+struct GatedDeltaArgs {
+    int64_t n = 0;
+    int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0;
+    const float* qkv = nullptr;  // token t at qkv + t * qkv_stride: q [k_heads·k_dim] | k | v [v_heads·v_dim]
+    int64_t qkv_stride = 0;
+    const float* a = nullptr;  // a[t * a_stride + h], before dt_bias and softplus
+    int64_t a_stride = 0;
+    const float* b = nullptr;  // b[t * b_stride + h], before the sigmoid
+    int64_t b_stride = 0;
+    const float* neg_exp_a_log = nullptr;  // −exp(A_log), per v-head
+    const float* dt_bias = nullptr;        // per v-head
+    float* state = nullptr;                // [v_heads, k_dim, v_dim] in f32, updated in place
+    float* out = nullptr;                  // [n, v_heads · v_dim]
+    int64_t chunk = 0;
+};
+
+// Per-head RMSNorm followed by rotate-half (NeoX) RoPE on each head's leading rotary_dim values,
+// token t at position pos + t. Head h of token t is read at x + t * x_row_stride + h * x_head_stride
+// and written to out + t * out_row_stride + h * head_dim (out may equal x when the layouts agree).
+struct HeadNormRopeArgs {
+    int64_t n = 0, heads = 0, head_dim = 0;
+    const float* x = nullptr;
+    int64_t x_row_stride = 0, x_head_stride = 0;
+    const float* norm_weight = nullptr;  // [head_dim], multiplies the normalised values
+    float eps = 0.0f;
+    int64_t pos = 0;
+    int64_t rotary_dim = 0;  // even, at most head_dim; 0 skips the rotation
+    float theta = 0.0f;      // inv_freq[i] = 1 / theta^(2i / rotary_dim)
+    float* out = nullptr;
+    int64_t out_row_stride = 0;
+};
+
+// The weights of a softmax-routed mixture of SwiGLU experts with a sigmoid-gated shared expert.
+struct SwigluMoeWeights {
+    MatrixView router;                         // [experts, hidden]
+    std::vector<MatrixView> gate, up, down;    // per expert [inter, hidden], [inter, hidden], [hidden, inter]
+    MatrixView shared_gate, shared_up, shared_down;
+    MatrixView shared_expert_gate;             // [1, hidden]: the shared expert's sigmoid gate
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -73,6 +123,8 @@ public:
     virtual Buffer alloc(size_t count) = 0;
     virtual void upload(float* dst, const float* host, size_t count) = 0;
     virtual void download(float* host, const float* src, size_t count) = 0;
+    // dst = src, both in this backend's memory.
+    virtual void copy(float* dst, const float* src, size_t count) = 0;
 
     // out[n, w.rows] = x[n, w.cols] · wᵀ
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
@@ -88,10 +140,11 @@ public:
     // Depthwise causal convolution with bias, then SiLU, over `channels` channels of n tokens.
     // Token t's input is x[t * x_stride + c]; `ring` holds the kernel-1 previous inputs
     // [kernel - 1, channels] (oldest first) and is advanced. taps: [channels, kernel], the last tap
-    // multiplies the current token.
+    // multiplies the current token. `ring_history` (optional, [n, kernel - 1, channels]) receives
+    // the ring after each token.
     virtual void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels,
                                     const float* taps, const float* bias, int64_t kernel, float* ring,
-                                    float* out) = 0;
+                                    float* out, float* ring_history = nullptr) = 0;
     virtual void ssm_scan(const SsmScanArgs& args) = 0;
     // y[t] *= silu(z[t]); then RMS-normalise each of `groups` contiguous groups of y[t] and scale by
     // weight. z[t] at z + t * z_stride.
@@ -103,6 +156,23 @@ public:
     // out[n, hidden] = Σ_chosen w_e · down_e(relu²(up_e x)) + shared_down(relu²(shared_up x)).
     virtual void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                            float* out) = 0;
+    // Gated DeltaNet core (see GatedDeltaArgs).
+    virtual void gated_delta_rule(const GatedDeltaArgs& args) = 0;
+    // Zero-centred or plain per-head norm, then partial rotate-half RoPE (see HeadNormRopeArgs).
+    virtual void head_rmsnorm_rope(const HeadNormRopeArgs& args) = 0;
+    // Each of the `heads` contiguous heads of y[t] RMS-normalised and scaled by weight [head_dim],
+    // then multiplied by silu(z[t]); z[t] at z + t * z_stride. (Norm before gate, unlike
+    // gated_group_rmsnorm.)
+    virtual void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
+                                        int64_t heads, int64_t head_dim, float eps) = 0;
+    // y[t, h, :] *= sigmoid(gate[t * gate_row_stride + h * gate_head_stride + :]) for y [n, heads·head_dim].
+    virtual void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride,
+                                    int64_t n, int64_t heads, int64_t head_dim) = 0;
+    // out[n, hidden] = Σ_chosen w_e · down_e(silu(gate_e x) · up_e x)
+    //                + sigmoid(shared_expert_gate · x) · shared_down(silu(shared_gate x) · shared_up x),
+    // w = softmax(router · x) over all experts, the top_k kept (divided by their sum when normalize).
+    virtual void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& weights, int64_t top_k,
+                            bool normalize, float* out) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool);

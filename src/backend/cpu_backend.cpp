@@ -6,9 +6,12 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gated_attention.h"
+#include "kernels/cpu/gated_delta_rule.h"
 #include "kernels/cpu/mamba2.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe.h"
+#include "kernels/cpu/moe_swiglu.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/activations.h"
 
@@ -28,6 +31,7 @@ public:
     }
     void upload(float* dst, const float* host, size_t count) override { std::memcpy(dst, host, count * sizeof(float)); }
     void download(float* host, const float* src, size_t count) override { std::memcpy(host, src, count * sizeof(float)); }
+    void copy(float* dst, const float* src, size_t count) override { std::memcpy(dst, src, count * sizeof(float)); }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
         cpu::matmul(w, x, n, out, pool_);
@@ -54,8 +58,9 @@ public:
     }
 
     void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
-                            const float* bias, int64_t kernel, float* ring, float* out) override {
-        cpu::causal_conv1d_silu(x, x_stride, n, channels, taps, bias, kernel, ring, out, pool_);
+                            const float* bias, int64_t kernel, float* ring, float* out,
+                            float* ring_history) override {
+        cpu::causal_conv1d_silu(x, x_stride, n, channels, taps, bias, kernel, ring, out, pool_, ring_history);
     }
 
     void ssm_scan(const SsmScanArgs& args) override { cpu::ssm_scan(args, pool_); }
@@ -70,6 +75,25 @@ public:
     void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                    float* out) override {
         cpu::moe_relu2(x, n, weights, routing, out, pool_);
+    }
+
+    void gated_delta_rule(const GatedDeltaArgs& args) override { cpu::gated_delta_rule(args, pool_); }
+
+    void head_rmsnorm_rope(const HeadNormRopeArgs& args) override { cpu::head_rmsnorm_rope(args, pool_); }
+
+    void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
+                                int64_t heads, int64_t head_dim, float eps) override {
+        cpu::head_rmsnorm_silu_gate(y, z, z_stride, weight, n, heads, head_dim, eps, pool_);
+    }
+
+    void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride,
+                            int64_t n, int64_t heads, int64_t head_dim) override {
+        cpu::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, pool_);
+    }
+
+    void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& weights, int64_t top_k, bool normalize,
+                    float* out) override {
+        cpu::moe_swiglu(x, n, weights, top_k, normalize, out, pool_);
     }
 
 private:

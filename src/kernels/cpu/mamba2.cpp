@@ -12,7 +12,8 @@
 namespace duet::cpu {
 
 void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
-                        const float* bias, int64_t kernel, float* ring, float* out, ThreadPool* pool) {
+                        const float* bias, int64_t kernel, float* ring, float* out, ThreadPool* pool,
+                        float* ring_history) {
     const int64_t history = kernel - 1;
     parallel_for(pool, channels, grain_for((n + history) * kernel), [&](int64_t begin, int64_t end) {
         // The channel's inputs in time order: the ring's history, then the n new tokens.
@@ -27,6 +28,14 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
                 out[t * channels + c] = silu(acc);
             }
             for (int64_t j = 0; j < history; ++j) ring[j * channels + c] = seq[n + j];
+            if (ring_history != nullptr) {
+                // After token t the ring holds inputs t+1-history .. t, i.e. seq[t+1 .. t+history].
+                for (int64_t t = 0; t < n; ++t) {
+                    for (int64_t j = 0; j < history; ++j) {
+                        ring_history[(t * history + j) * channels + c] = seq[t + 1 + j];
+                    }
+                }
+            }
         }
     });
 }
@@ -53,6 +62,10 @@ void ssm_scan(const SsmScanArgs& a, ThreadPool* pool) {
                     const float dx = dt * xh[p];
                     for (int64_t k = 0; k < ns; ++k) s[k] = s[k] * decay + dx * b[k];
                     y[p] = dot_f32(s, c, ns) + a.d[h] * xh[p];
+                }
+                if (a.state_history != nullptr) {
+                    const int64_t size = a.head_dim * ns;
+                    std::copy(state, state + size, a.state_history + (t * a.heads + h) * size);
                 }
             }
         }

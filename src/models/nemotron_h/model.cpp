@@ -1,5 +1,6 @@
 #include "models/nemotron_h/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -14,23 +15,26 @@ Model Model::load(const std::string& dir) {
     Config config = load_config(config_path);
     auto checkpoint = std::make_shared<Checkpoint>(Checkpoint::open(dir));
     const Checkpoint* ck = checkpoint.get();
-    return bind(config, [ck](std::string_view name) { return ck->find(name); }, dir, ck->size(),
-                ck->total_bytes(), checkpoint);
+    return bind(config, [ck](std::string_view name) { return ck->find(name); }, ck->all(), dir, ck->total_bytes(),
+                checkpoint);
 }
 
 Model Model::from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors) {
     const TensorSet* set = tensors.get();
-    return bind(config, [set](std::string_view name) { return set->find(name); }, "random weights",
-                set->all().size(), set->total_bytes(), tensors);
+    return bind(config, [set](std::string_view name) { return set->find(name); }, set->all(), "random weights",
+                set->total_bytes(), tensors);
 }
 
-Model Model::bind(const Config& config, const TensorLookup& lookup, const std::string& source,
-                  size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive) {
+Model Model::bind(const Config& config, const TensorLookup& lookup, const std::vector<const TensorEntry*>& all,
+                  const std::string& source, size_t tensor_bytes, std::shared_ptr<const void> keep_alive) {
     WeightBinder binder(lookup, source);
     Layout layout = detect_layout(binder, source);
-    Weights weights = bind_weights(config, binder, layout);
+    const bool with_draft = std::any_of(all.begin(), all.end(), [](const TensorEntry* t) {
+        return std::string_view(t->name).starts_with(kDraftPrefix);
+    });
+    Weights weights = bind_weights(config, binder, layout, with_draft);
     weights.storage.push_back(std::move(keep_alive));
-    return Model(config, std::move(weights), layout.name, tensor_count, tensor_bytes);
+    return Model(config, std::move(weights), layout.name, all.size(), tensor_bytes);
 }
 
 namespace {
@@ -54,8 +58,10 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, i
     const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
     float* zxbcdt = sc.projected.data();
     b.matmul(w.in_proj, xn, n, zxbcdt);
+    const bool record = s.history_capacity() >= n;
     b.causal_conv1d_silu(zxbcdt + inner, rows, n, conv_dim, w.conv_taps.data(), w.conv_bias.data(),
-                         c.conv_kernel, s.conv_ring(slot), sc.conv_out.data());
+                         c.conv_kernel, s.conv_ring(slot), sc.conv_out.data(),
+                         record ? s.conv_history(slot) : nullptr);
     SsmScanArgs scan;
     scan.n = n;
     scan.heads = c.mamba_heads;
@@ -73,28 +79,30 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, i
     scan.dt_max = c.dt_max;
     scan.state = s.ssm_state(slot);
     scan.y = sc.inner.data();
+    scan.state_history = record ? s.ssm_history(slot) : nullptr;
     b.ssm_scan(scan);
     b.gated_group_rmsnorm(sc.inner.data(), zxbcdt, rows, w.norm.data(), n, inner, c.mamba_groups, c.norm_eps);
     b.matmul(w.out_proj, sc.inner.data(), n, out);
 }
 
-void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, State& s, int64_t slot,
+// Attention over a cache whose first `pos` rows are filled.
+void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, float* keys, float* values, int64_t pos,
                      const float* xn, int64_t n, Scratch& sc, float* out) {
     const int64_t kv_width = c.kv_heads * c.head_dim;
     // The new keys and values go straight into the cache rows they occupy.
     b.matmul(w.q, xn, n, sc.projected.data());
-    b.matmul(w.k, xn, n, s.keys(slot) + s.position() * kv_width);
-    b.matmul(w.v, xn, n, s.values(slot) + s.position() * kv_width);
+    b.matmul(w.k, xn, n, keys + pos * kv_width);
+    b.matmul(w.v, xn, n, values + pos * kv_width);
     AttentionArgs a;
     a.n = n;
-    a.pos = s.position();
+    a.pos = pos;
     a.heads = c.attn_heads;
     a.kv_heads = c.kv_heads;
     a.head_dim = c.head_dim;
     a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     a.q = sc.projected.data();
-    a.k_cache = s.keys(slot);
-    a.v_cache = s.values(slot);
+    a.k_cache = keys;
+    a.v_cache = values;
     a.out = sc.inner.data();
     b.attention(a);
     b.matmul(w.o, sc.inner.data(), n, out);
@@ -120,7 +128,7 @@ MoeRouting routing_of(const Config& c) {
 }  // namespace
 
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
-                                  const HiddenHook& hook) const {
+                                  const HiddenHook& hook, std::vector<float>* final_hidden) const {
     const Config& c = config_;
     const int64_t n = static_cast<int64_t>(ids.size());
     require(n > 0, "forward: no tokens given");
@@ -153,7 +161,8 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
         switch (layer.kind) {
             case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, s, layer.state_slot, xn, n, sc, out); break;
             case LayerKind::Attention:
-                attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, sc, out);
+                attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot),
+                                s.position(), xn, n, sc, out);
                 break;
             case LayerKind::MoE: b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), out); break;
             case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, xn, n, sc, out); break;
@@ -166,6 +175,10 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     float* final_normed = sc.normed.data();
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, final_normed);
     report(layers, final_normed);
+    if (final_hidden != nullptr) {
+        final_hidden->resize(static_cast<size_t>(n * hidden));
+        b.download(final_hidden->data(), final_normed, final_hidden->size());
+    }
 
     const int64_t rows = all_logits ? n : 1;
     const float* head_in = final_normed + (n - rows) * hidden;
@@ -233,6 +246,59 @@ std::vector<std::pair<std::string, std::string>> Model::describe() const {
     }
     lines.emplace_back("parameters", str_cat(c.parameter_count()));
     return lines;
+}
+
+}  // namespace duet::nemotron_h
+
+namespace duet::nemotron_h {
+
+std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const float> hidden,
+                                        std::span<const int32_t> next_ids, bool all_logits) const {
+    require(weights_.draft.has_value(), "this checkpoint has no draft (mtp.*) module");
+    require(s.has_draft(), "the sequence state has no draft cache");
+    const DraftWeights& d = *weights_.draft;
+    const Config& c = config_;
+    const int64_t n = static_cast<int64_t>(next_ids.size());
+    const int64_t h = c.hidden;
+    require(n > 0 && hidden.size() == static_cast<size_t>(n * h), "draft: ", n, " ids need ", n * h,
+            " hidden values, got ", hidden.size());
+    for (int32_t id : next_ids) {
+        require(id >= 0 && id < c.vocab, "draft: token id ", id, " is outside the vocabulary [0, ", c.vocab, ")");
+    }
+    require(s.draft_position() + n <= s.capacity(), "draft: ", n, " positions do not fit the state (capacity ",
+            s.capacity(), ", ", s.draft_position(), " used)");
+
+    Scratch sc(c, b, n);
+    // The fused input: each row is [embed_norm(embed(next)) | hidden_norm(h)].
+    Buffer hidden_rows = b.alloc(static_cast<size_t>(n * h));
+    b.upload(hidden_rows.data(), hidden.data(), hidden.size());
+    b.embed(weights_.embed, next_ids.data(), n, sc.h.data());
+    b.rmsnorm(sc.h.data(), d.embed_norm.data(), n, h, c.norm_eps, sc.normed.data());
+    b.rmsnorm(hidden_rows.data(), d.hidden_norm.data(), n, h, c.norm_eps, sc.mixed.data());
+    Buffer fused = b.alloc(static_cast<size_t>(n * 2 * h));
+    for (int64_t t = 0; t < n; ++t) {
+        b.copy(fused.data() + t * 2 * h, sc.normed.data() + t * h, static_cast<size_t>(h));
+        b.copy(fused.data() + t * 2 * h + h, sc.mixed.data() + t * h, static_cast<size_t>(h));
+    }
+    float* x = sc.h.data();
+    b.matmul(d.fuse, fused.data(), n, x);
+
+    b.rmsnorm(x, d.attention_norm.data(), n, h, c.norm_eps, sc.normed.data());
+    attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(), s.draft_position(), sc.normed.data(), n, sc,
+                    sc.mixed.data());
+    b.add(x, sc.mixed.data(), n * h);
+    b.rmsnorm(x, d.moe_norm.data(), n, h, c.norm_eps, sc.normed.data());
+    b.moe_relu2(sc.normed.data(), n, d.moe.experts, routing_of(c), sc.mixed.data());
+    b.add(x, sc.mixed.data(), n * h);
+    s.advance_draft(n);
+
+    const int64_t rows = all_logits ? n : 1;
+    b.rmsnorm(x + (n - rows) * h, d.output_norm.data(), rows, h, c.norm_eps, sc.normed.data());
+    Buffer logits = b.alloc(static_cast<size_t>(rows * c.vocab));
+    b.matmul(weights_.lm_head, sc.normed.data(), rows, logits.data());
+    std::vector<float> result(logits.size());
+    b.download(result.data(), logits.data(), result.size());
+    return result;
 }
 
 }  // namespace duet::nemotron_h

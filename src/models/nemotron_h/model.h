@@ -32,20 +32,33 @@ public:
     size_t tensor_count() const override { return tensor_count_; }
     size_t tensor_bytes() const override { return tensor_bytes_; }
 
-    State new_state(Backend& backend, int64_t capacity) const { return State(config_, backend, capacity); }
+    State new_state(Backend& backend, int64_t capacity) const {
+        return State(config_, backend, capacity, has_draft());
+    }
+    // Whether the checkpoint carries the multi-token-prediction draft module.
+    bool has_draft() const { return weights_.draft.has_value(); }
 
     // Runs `ids` through the stack from the state's position and advances it. Returns logits on
     // the host: [n, vocab] when all_logits, else [1, vocab] for the last token. Throws, leaving the
     // state untouched, for an id outside the vocabulary or more tokens than the state has room for.
+    // When `final_hidden` is given it receives the final-normed hidden states [n, hidden] (what the
+    // draft module reads). When the state records history, the pass records it.
     std::vector<float> forward(Backend& backend, State& state, std::span<const int32_t> ids, bool all_logits,
-                               const HiddenHook& hook = {}) const;
+                               const HiddenHook& hook = {}, std::vector<float>* final_hidden = nullptr) const;
+
+    // The draft module over n positions from the state's draft position: `hidden` [n, hidden] holds
+    // the main model's final-normed hidden states there, `next_ids` the token that followed each.
+    // Advances the draft cache; returns host logits ([n, vocab] or [1, vocab]) that predict the token
+    // after each next id.
+    std::vector<float> draft_forward(Backend& backend, State& state, std::span<const float> hidden,
+                                     std::span<const int32_t> next_ids, bool all_logits) const;
 
     // CausalLM
     std::string arch() const override { return "nemotron_h"; }
     int64_t vocab() const override { return config_.vocab; }
     std::vector<std::pair<std::string, std::string>> describe() const override;
     std::unique_ptr<SequenceState> create_state(Backend& backend, int64_t capacity) const override {
-        return std::make_unique<State>(config_, backend, capacity);
+        return std::make_unique<State>(config_, backend, capacity, has_draft());
     }
     std::vector<float> forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
                                bool all_logits, const HiddenHook& hook = {}) const override;
@@ -59,8 +72,8 @@ private:
         : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
           tensor_count_(tensor_count), tensor_bytes_(tensor_bytes) {}
 
-    static Model bind(const Config& config, const TensorLookup& lookup, const std::string& source,
-                      size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive);
+    static Model bind(const Config& config, const TensorLookup& lookup, const std::vector<const TensorEntry*>& all,
+                      const std::string& source, size_t tensor_bytes, std::shared_ptr<const void> keep_alive);
 
     Config config_;
     Weights weights_;

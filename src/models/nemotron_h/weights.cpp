@@ -72,7 +72,27 @@ void bind_moe(const Config& c, WeightBinder& b, const std::string& p, MoeLayerWe
 
 }  // namespace
 
-Weights bind_weights(const Config& c, WeightBinder& b, const Layout& layout) {
+namespace {
+
+DraftWeights bind_draft(const Config& c, WeightBinder& b) {
+    require(c.attn_heads > 0 && c.experts > 0, "the checkpoint has draft (mtp.*) tensors but its config "
+                                               "has no attention or MoE sizes for them");
+    DraftWeights d;
+    const std::string fuse = "mtp.layers.0", moe = "mtp.layers.1";
+    d.embed_norm = b.vector({fuse + ".enorm.weight"}, {c.hidden});
+    d.hidden_norm = b.vector({fuse + ".hnorm.weight"}, {c.hidden});
+    d.fuse = b.matrix({fuse + ".eh_proj.weight"}, c.hidden, 2 * c.hidden);
+    d.attention_norm = b.vector({fuse + ".norm.weight"}, {c.hidden});
+    bind_attention(c, b, fuse, d.attention);
+    d.moe_norm = b.vector({moe + ".norm.weight"}, {c.hidden});
+    bind_moe(c, b, moe, d.moe);
+    d.output_norm = b.vector({moe + ".final_layernorm.weight"}, {c.hidden});
+    return d;
+}
+
+}  // namespace
+
+Weights bind_weights(const Config& c, WeightBinder& b, const Layout& layout, bool with_draft) {
     Weights w;
     w.embed = b.matrix({layout.embed}, c.vocab, c.hidden);
     w.lm_head = b.matrix({"lm_head.weight"}, c.vocab, c.hidden);
@@ -96,9 +116,11 @@ Weights bind_weights(const Config& c, WeightBinder& b, const Layout& layout) {
             case LayerKind::MLP: bind_mlp(c, b, p, layer.mlp); break;
         }
     }
+    if (with_draft) w.draft = bind_draft(c, b);
     b.finish();
     // Point each MoE at its bias only now that the layers no longer move.
     for (Layer& layer : w.layers) layer.moe.experts.score_bias = layer.moe.score_bias.data();
+    if (w.draft) w.draft->moe.experts.score_bias = w.draft->moe.score_bias.data();
     w.storage = b.take_storage();
     return w;
 }

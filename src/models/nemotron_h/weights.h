@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,26 @@ struct Layer {
     int64_t state_slot = 0;  // index among the layers of its kind that keep state
 };
 
+// The multi-token-prediction (draft) module: fuses the next token's embedding with the main model's
+// final-normed hidden state, then one attention layer and one MoE layer of its own; the main model's
+// LM head reads its output.
+struct DraftWeights {
+    std::vector<float> embed_norm;   // enorm
+    std::vector<float> hidden_norm;  // hnorm
+    MatrixView fuse;                 // eh_proj [hidden, 2 * hidden] over [embed_norm(e) | hidden_norm(h)]
+    std::vector<float> attention_norm;
+    AttentionWeights attention;
+    std::vector<float> moe_norm;
+    MoeLayerWeights moe;
+    std::vector<float> output_norm;  // final_layernorm
+};
+
 struct Weights {
     MatrixView embed;
     MatrixView lm_head;
     std::vector<float> final_norm;
     std::vector<Layer> layers;
+    std::optional<DraftWeights> draft;
     // Whatever the views point into: the mapped checkpoint, widened copies, random weights.
     std::vector<std::shared_ptr<const void>> storage;
 };
@@ -65,8 +81,13 @@ struct Layout {
 // Chooses the layout by which embedding table the checkpoint has.
 Layout detect_layout(const WeightBinder& binder, const std::string& source);
 
-// Binds every weight of `config`; throws one error naming every missing or mis-shaped tensor.
-Weights bind_weights(const Config& config, WeightBinder& binder, const Layout& layout);
+// Binds every weight of `config`, and the draft module when `with_draft`; throws one error naming
+// every missing or mis-shaped tensor.
+Weights bind_weights(const Config& config, WeightBinder& binder, const Layout& layout, bool with_draft);
+
+// The prefix of every draft-module tensor: a checkpoint with any tensor under it must hold the whole
+// module.
+inline constexpr std::string_view kDraftPrefix = "mtp.";
 
 // ASSUMED: how NeMo exports name a MoE layer's experts as rank-3 tensors ([experts, inter, hidden]
 // for up, [experts, hidden, inter] for down), under the MoE prefix.
