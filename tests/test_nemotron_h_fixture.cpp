@@ -6,6 +6,7 @@
 #include "base/thread_pool.h"
 #include "models/generate.h"
 #include "models/nemotron_h/model.h"
+#include "models/nemotron_h/speculative.h"
 #include "test_support.h"
 
 namespace duet::nemotron_h {
@@ -71,6 +72,18 @@ TEST_P(NemotronHFixture, GreedyContinuationMatches) {
                   kTolerance)
             << "step " << j;
     }
+}
+
+TEST_P(NemotronHFixture, SpeculativeContinuationMatches) {
+    const Model model = Model::load(dir_);
+    State state = model.new_state(*backend_, 64);
+    const std::vector<int32_t> greedy = duet::testing::read_i32(expected_->get("greedy_ids"));
+    MtpDrafter drafter(model);
+    SpeculativeStats stats;
+    const GreedyOutput out = speculative_greedy(model, *backend_, state, prompt_,
+                                                static_cast<int64_t>(greedy.size()), drafter, &stats);
+    EXPECT_EQ(out.ids, greedy);
+    EXPECT_GT(stats.rounds, 0);
 }
 
 // A batched prefill and token-by-token decode are the same function: same logits at every

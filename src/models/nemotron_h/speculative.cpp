@@ -1,0 +1,82 @@
+#include "models/nemotron_h/speculative.h"
+
+#include "base/error.h"
+#include "sample/greedy.h"
+
+namespace duet::nemotron_h {
+
+int32_t MtpDrafter::extend(Backend& backend, State& state, std::span<const float> hidden,
+                           std::span<const int32_t> next_ids) {
+    const std::vector<float> logits = model_.draft_forward(backend, state, hidden, next_ids, false);
+    return argmax(logits.data(), model_.vocab());
+}
+
+GreedyOutput speculative_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
+                                int64_t count, Drafter& drafter, SpeculativeStats* stats) {
+    require(!prompt.empty(), "generate: the prompt is empty");
+    require(count >= 0, "generate: cannot generate ", count, " tokens");
+    GreedyOutput out;
+    SpeculativeStats local;
+    SpeculativeStats& s = stats != nullptr ? *stats : local;
+    s = {};
+    if (count == 0) return out;
+    // As plain decoding: the last emitted token is never fed back.
+    const int64_t needed = static_cast<int64_t>(prompt.size()) + count - 1;
+    require(needed <= state.room(), "a prompt of ", prompt.size(), " tokens plus ", count,
+            " generated tokens does not fit the state: capacity ", state.capacity(), " tokens, ",
+            state.position(), " already used");
+    const int64_t vocab = model.vocab();
+    const int64_t hidden_size = model.config().hidden;
+    auto emit = [&](int32_t id) {
+        out.ids.push_back(id);
+        ++s.tokens;
+    };
+
+    std::vector<float> hidden;
+    std::vector<float> logits = model.forward(backend, state, prompt, false, {}, &hidden);
+    ++s.passes;
+    int32_t pending = argmax(logits.data(), vocab);  // emitted, not yet fed to the main model
+    emit(pending);
+    if (count == 1) return out;
+
+    // The drafter reads every prompt position, each paired with the token that followed it.
+    std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+    next.push_back(pending);
+    int32_t draft = drafter.extend(backend, state, hidden, next);
+
+    state.record_history(backend, 2);
+    while (s.tokens < count) {
+        if (count - s.tokens == 1) {
+            // One token left: the draft could not be emitted anyway.
+            logits = model.forward(backend, state, std::span<const int32_t>(&pending, 1), false);
+            ++s.passes;
+            emit(argmax(logits.data(), vocab));
+            break;
+        }
+        const int32_t pair[2] = {pending, draft};
+        logits = model.forward(backend, state, pair, true, {}, &hidden);
+        ++s.passes;
+        ++s.rounds;
+        const int32_t after_pending = argmax(logits.data(), vocab);
+        if (after_pending == draft) {
+            ++s.drafts_kept;
+            const int32_t after_draft = argmax(logits.data() + vocab, vocab);
+            emit(draft);
+            emit(after_draft);
+            pending = after_draft;
+            if (s.tokens >= count) break;
+            const int32_t followers[2] = {draft, after_draft};
+            draft = drafter.extend(backend, state, hidden, followers);
+        } else {
+            state.roll_back(backend, 2, 1);
+            emit(after_pending);
+            pending = after_pending;
+            draft = drafter.extend(backend, state, std::span<const float>(hidden.data(), hidden_size),
+                                   std::span<const int32_t>(&pending, 1));
+        }
+    }
+    state.record_history(backend, 0);
+    return out;
+}
+
+}  // namespace duet::nemotron_h
