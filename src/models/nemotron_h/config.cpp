@@ -51,6 +51,12 @@ int64_t Config::parameter_count() const {
     return total;
 }
 
+int64_t Config::draft_parameter_count() const {
+    if (attn_heads == 0 || experts == 0) return 0;
+    return 6 * hidden + 2 * hidden * hidden + 2 * (attn_heads + kv_heads) * head_dim * hidden +
+           experts * (hidden + 1) + experts * 2 * expert_inter * hidden + 2 * shared_inter * hidden;
+}
+
 std::string Config::pattern() const {
     std::string out;
     for (LayerKind k : layers) out += layer_kind_symbol(k);

@@ -56,6 +56,8 @@ struct Config {
     int64_t count(LayerKind kind) const;
     // Every weight of the checkpoint's main model (embedding and LM head included).
     int64_t parameter_count() const;
+    // The weights of the draft (MTP) module: fusion, one attention and one MoE layer, four norms.
+    int64_t draft_parameter_count() const;
     // The layer kinds as a pattern string, e.g. "MEM*EMEM".
     std::string pattern() const;
 

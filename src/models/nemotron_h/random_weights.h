@@ -12,6 +12,8 @@
 
 namespace duet::nemotron_h {
 
-std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool);
+// With `with_draft` (and attention and MoE sizes in the config) the draft (MTP) module is included.
+std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool,
+                                               bool with_draft = true);
 
 }  // namespace duet::nemotron_h

@@ -1,5 +1,7 @@
 #include "models/nemotron_h/speculative.h"
 
+#include <chrono>
+
 #include "base/error.h"
 #include "sample/greedy.h"
 
@@ -45,6 +47,7 @@ GreedyOutput speculative_greedy(const Model& model, Backend& backend, State& sta
     int32_t draft = drafter.extend(backend, state, hidden, next);
 
     state.record_history(backend, 2);
+    const auto decode_start = std::chrono::steady_clock::now();
     while (s.tokens < count) {
         if (count - s.tokens == 1) {
             // One token left: the draft could not be emitted anyway.
@@ -76,6 +79,7 @@ GreedyOutput speculative_greedy(const Model& model, Backend& backend, State& sta
         }
     }
     state.record_history(backend, 0);
+    s.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
     return out;
 }
 

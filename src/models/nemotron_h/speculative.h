@@ -38,6 +38,7 @@ struct SpeculativeStats {
     int64_t drafts_kept = 0;  // of those, the drafts the main model agreed with
     int64_t passes = 0;       // main-model forward passes, the prefill included
     int64_t tokens = 0;       // tokens emitted
+    double decode_seconds = 0.0;  // wall time after the prefill and the first draft
     double tokens_per_pass() const { return passes > 0 ? static_cast<double>(tokens) / passes : 0.0; }
     double acceptance() const { return rounds > 0 ? static_cast<double>(drafts_kept) / rounds : 0.0; }
 };
