@@ -7,6 +7,9 @@
 #include "models/nemotron_h/model.h"
 #include "models/nemotron_h/presets.h"
 #include "models/nemotron_h/random_weights.h"
+#include "models/qwen35_moe/model.h"
+#include "models/qwen35_moe/presets.h"
+#include "models/qwen35_moe/random_weights.h"
 
 namespace duet {
 
@@ -21,27 +24,34 @@ std::string architecture_of(const std::string& config_path) {
     if (const json::Value* llm = root.find("llm_config"); llm != nullptr && llm->is_object()) {
         if (const json::Value* inner = llm->find("model_type")) type = inner;
     }
-    require(type != nullptr, config_path, ": no model_type (expected one of: nemotron_h)");
+    require(type != nullptr, config_path, ": no model_type (expected one of: nemotron_h, qwen3_5_moe_text)");
     const std::string& name = type->as_string(config_path + ": model_type");
     if (name == "nemotron_h" || name == "nemotron_transcribe_llm") return "nemotron_h";
-    fail(config_path, ": model_type '", name, "' is not supported (expected one of: nemotron_h)");
+    // qwen3_5_moe is the multimodal wrapper whose text_config holds the text model.
+    if (name == "qwen3_5_moe_text" || name == "qwen3_5_moe") return "qwen35_moe";
+    fail(config_path, ": model_type '", name, "' is not supported (expected one of: nemotron_h, qwen3_5_moe_text)");
 }
 
 }  // namespace
 
-std::vector<std::string> architecture_names() { return {"nemotron_h"}; }
+std::vector<std::string> architecture_names() { return {"nemotron_h", "qwen35_moe"}; }
 
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir) {
     const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
     require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
     const std::string arch = architecture_of(config_path);
     if (arch == "nemotron_h") return std::make_unique<nemotron_h::Model>(nemotron_h::Model::load(dir));
+    if (arch == "qwen35_moe") return std::make_unique<qwen35_moe::Model>(qwen35_moe::Model::load(dir));
     fail(dir, ": architecture '", arch, "' has no loader");
 }
 
 size_t random_causal_lm_bytes(const std::string& arch, const std::string& preset) {
-    if (arch == "nemotron_h") return static_cast<size_t>(nemotron_h::preset_config(preset).parameter_count()) * 2;
-    fail("unknown architecture '", arch, "' (expected one of: nemotron_h)");
+    if (arch == "nemotron_h") {
+        const nemotron_h::Config c = nemotron_h::preset_config(preset);
+        return static_cast<size_t>(c.parameter_count() + c.draft_parameter_count()) * 2;
+    }
+    if (arch == "qwen35_moe") return static_cast<size_t>(qwen35_moe::preset_config(preset).parameter_count()) * 2;
+    fail("unknown architecture '", arch, "' (expected one of: nemotron_h, qwen35_moe)");
 }
 
 std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::string& preset, uint64_t seed,
@@ -51,7 +61,12 @@ std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::s
         return std::make_unique<nemotron_h::Model>(
             nemotron_h::Model::from_tensors(config, nemotron_h::make_random_weights(config, seed, pool)));
     }
-    fail("unknown architecture '", arch, "' (expected one of: nemotron_h)");
+    if (arch == "qwen35_moe") {
+        const qwen35_moe::Config config = qwen35_moe::preset_config(preset);
+        return std::make_unique<qwen35_moe::Model>(
+            qwen35_moe::Model::from_tensors(config, qwen35_moe::make_random_weights(config, seed, pool)));
+    }
+    fail("unknown architecture '", arch, "' (expected one of: nemotron_h, qwen35_moe)");
 }
 
 }  // namespace duet

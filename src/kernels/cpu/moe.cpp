@@ -1,10 +1,12 @@
 #include "kernels/cpu/moe.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe_dispatch.h"
 #include "kernels/cpu/moe_routing.h"
 
 namespace duet::cpu {
@@ -24,35 +26,22 @@ void moe_relu2(const float* x, int64_t n, const MoeWeights& w, const MoeRouting&
     matmul(w.router, x, n, logits.data(), pool);
 
     // Which tokens each expert serves, with what weight.
-    struct Assignment {
-        int64_t token;
-        float weight;
-    };
-    std::vector<std::vector<Assignment>> served(static_cast<size_t>(experts));
-    std::vector<ExpertChoice> choices(static_cast<size_t>(routing.top_k));
+    std::vector<ExpertChoice> choices(static_cast<size_t>(n * routing.top_k));
     for (int64_t t = 0; t < n; ++t) {
-        route_sigmoid_topk(logits.data() + t * experts, w.score_bias, experts, routing, choices.data());
-        for (const ExpertChoice& c : choices) served[c.expert].push_back({t, c.weight});
+        route_sigmoid_topk(logits.data() + t * experts, w.score_bias, experts, routing,
+                           choices.data() + t * routing.top_k);
     }
 
     // Experts in index order, each over the rows it serves; then the shared expert.
     std::fill(out, out + n * hidden, 0.0f);
-    std::vector<float> rows, mid, result;
-    for (int64_t e = 0; e < experts; ++e) {
-        const auto& list = served[e];
-        if (list.empty()) continue;
-        const int64_t m = static_cast<int64_t>(list.size());
-        rows.resize(static_cast<size_t>(m * hidden));
-        for (int64_t i = 0; i < m; ++i) {
-            std::copy(x + list[i].token * hidden, x + (list[i].token + 1) * hidden, rows.begin() + i * hidden);
-        }
-        mid.resize(static_cast<size_t>(m * w.up[e].rows));
-        result.resize(static_cast<size_t>(m * hidden));
-        relu2_mlp(rows.data(), m, w.up[e], w.down[e], mid.data(), result.data(), pool);
-        for (int64_t i = 0; i < m; ++i) {
-            axpy_f32(list[i].weight, result.data() + i * hidden, out + list[i].token * hidden, hidden);
-        }
-    }
+    std::vector<float> mid, result;
+    run_routed_experts(
+        x, hidden, group_tokens_by_expert(choices, n, routing.top_k, experts),
+        [&](int64_t e, const float* rows, int64_t m, float* expert_out) {
+            mid.resize(static_cast<size_t>(m * w.up[e].rows));
+            relu2_mlp(rows, m, w.up[e], w.down[e], mid.data(), expert_out, pool);
+        },
+        out);
     mid.resize(static_cast<size_t>(n * w.shared_up.rows));
     result.resize(static_cast<size_t>(n * hidden));
     relu2_mlp(x, n, w.shared_up, w.shared_down, mid.data(), result.data(), pool);

@@ -1,6 +1,7 @@
 #include "kernels/cpu/moe_routing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -56,6 +57,18 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t experts,
     for (int64_t i = 0; i < routing.top_k; ++i) {
         out[i] = {chosen[i], score[chosen[i]] / denominator * routing.scale};
     }
+}
+
+void route_softmax_topk(const float* logits, int64_t experts, int64_t top_k, bool normalize, ExpertChoice* out) {
+    std::vector<float> p(logits, logits + experts);
+    const float max_logit = *std::max_element(p.begin(), p.end());
+    float sum = 0.0f;
+    for (float& v : p) sum += v = std::exp(v - max_logit);
+    for (float& v : p) v /= sum;
+    std::vector<int32_t> chosen = top_indices(p, top_k);
+    float chosen_sum = 0.0f;
+    for (int32_t e : chosen) chosen_sum += p[e];
+    for (int64_t i = 0; i < top_k; ++i) out[i] = {chosen[i], normalize ? p[chosen[i]] / chosen_sum : p[chosen[i]]};
 }
 
 }  // namespace duet::cpu

@@ -1,4 +1,5 @@
-// Sigmoid expert routing with a selection-only score bias (DeepSeek-V3 / Nemotron-H style).
+// Expert routing: sigmoid scores with a selection-only bias (DeepSeek-V3 / Nemotron-H style) and
+// softmax scores (Qwen3.5-MoE style).
 #pragma once
 
 #include <cstdint>
@@ -20,5 +21,10 @@ struct ExpertChoice {
 //   best first.
 void route_sigmoid_topk(const float* logits, const float* bias, int64_t experts, const MoeRouting& routing,
                         ExpertChoice* out);
+
+// Chooses top_k experts for one token from its router logits [experts]: p = softmax(logits) in f32,
+// the top_k largest p (ties to the lower index), each weighed by p, divided by Σ p_chosen when
+// normalising. `out` has top_k entries, best first.
+void route_softmax_topk(const float* logits, int64_t experts, int64_t top_k, bool normalize, ExpertChoice* out);
 
 }  // namespace duet::cpu

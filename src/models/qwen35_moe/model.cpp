@@ -1,0 +1,246 @@
+#include "models/qwen35_moe/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "base/error.h"
+#include "io/safetensors.h"
+
+namespace duet::qwen35_moe {
+
+Model Model::load(const std::string& dir) {
+    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+    require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
+    Config config = load_config(config_path);
+    auto checkpoint = std::make_shared<Checkpoint>(Checkpoint::open(dir));
+    const Checkpoint* ck = checkpoint.get();
+    return bind(config, [ck](std::string_view name) { return ck->find(name); }, dir, ck->size(),
+                ck->total_bytes(), checkpoint);
+}
+
+Model Model::from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors) {
+    const TensorSet* set = tensors.get();
+    return bind(config, [set](std::string_view name) { return set->find(name); }, "random weights",
+                set->all().size(), set->total_bytes(), tensors);
+}
+
+Model Model::bind(const Config& config, const TensorLookup& lookup, const std::string& source,
+                  size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive) {
+    WeightBinder binder(lookup, source);
+    Layout layout = detect_layout(binder, source);
+    Weights weights = bind_weights(config, binder, layout);
+    weights.storage.push_back(std::move(keep_alive));
+    return Model(config, std::move(weights), std::move(layout), tensor_count, tensor_bytes);
+}
+
+namespace {
+
+// Scratch activations for one forward call of n tokens.
+struct Scratch {
+    Scratch(const Config& c, Backend& b, int64_t n) {
+        auto make = [&](int64_t width) { return b.alloc(static_cast<size_t>(n * std::max<int64_t>(width, 1))); };
+        h = make(c.hidden);
+        normed = make(c.hidden);
+        mixed = make(c.hidden);
+        projected = make(std::max(c.conv_dim(), 2 * c.attn_heads * c.head_dim));
+        conv_out = make(c.conv_dim());
+        gate = make(std::max(c.linear_v_width(), c.kv_heads * c.head_dim));
+        inner = make(std::max(c.linear_v_width(), c.attn_heads * c.head_dim));
+        beta_in = make(c.linear_v_heads);
+        decay_in = make(c.linear_v_heads);
+        attended = make(c.attn_heads * c.head_dim);
+    }
+    Buffer h, normed, mixed, projected, conv_out, gate, inner, beta_in, decay_in, attended;
+};
+
+void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWeights& w, State& s, int64_t slot,
+                            const float* xn, int64_t n, int64_t chunk, Scratch& sc, float* out) {
+    const int64_t conv_dim = c.conv_dim(), v_width = c.linear_v_width();
+    b.matmul(w.qkv, xn, n, sc.projected.data());
+    b.matmul(w.z, xn, n, sc.gate.data());
+    b.matmul(w.b, xn, n, sc.beta_in.data());
+    b.matmul(w.a, xn, n, sc.decay_in.data());
+    b.causal_conv1d_silu(sc.projected.data(), conv_dim, n, conv_dim, w.conv_taps.data(), nullptr, c.conv_kernel,
+                         s.conv_ring(slot), sc.conv_out.data());
+    GatedDeltaArgs d;
+    d.n = n;
+    d.k_heads = c.linear_k_heads;
+    d.v_heads = c.linear_v_heads;
+    d.k_dim = c.linear_k_dim;
+    d.v_dim = c.linear_v_dim;
+    d.qkv = sc.conv_out.data();
+    d.qkv_stride = conv_dim;
+    d.a = sc.decay_in.data();
+    d.a_stride = c.linear_v_heads;
+    d.b = sc.beta_in.data();
+    d.b_stride = c.linear_v_heads;
+    d.neg_exp_a_log = w.neg_exp_a_log.data();
+    d.dt_bias = w.dt_bias.data();
+    d.state = s.delta_state(slot);
+    d.out = sc.inner.data();
+    d.chunk = n > 1 ? chunk : 0;
+    b.gated_delta_rule(d);
+    b.head_rmsnorm_silu_gate(sc.inner.data(), sc.gate.data(), v_width, w.norm.data(), n, c.linear_v_heads,
+                             c.linear_v_dim, c.norm_eps);
+    b.matmul(w.out, sc.inner.data(), n, out);
+}
+
+void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeights& w, State& s, int64_t slot,
+                          const float* xn, int64_t n, Scratch& sc, float* out) {
+    const int64_t hd = c.head_dim, kv_width = c.kv_heads * hd, q_row = 2 * c.attn_heads * hd;
+    float* query_and_gate = sc.projected.data();
+    b.matmul(w.q, xn, n, query_and_gate);
+    b.matmul(w.k, xn, n, sc.gate.data());
+    // The new values go straight into the cache rows they occupy; the keys after their norm and RoPE.
+    b.matmul(w.v, xn, n, s.values(slot) + s.position() * kv_width);
+
+    HeadNormRopeArgs r;
+    r.n = n;
+    r.head_dim = hd;
+    r.eps = c.norm_eps;
+    r.pos = s.position();
+    r.rotary_dim = c.rotary_dim();
+    r.theta = static_cast<float>(c.rope_theta);
+    r.heads = c.attn_heads;
+    r.x = query_and_gate;
+    r.x_row_stride = q_row;
+    r.x_head_stride = 2 * hd;
+    r.norm_weight = w.q_norm.data();
+    r.out = sc.inner.data();
+    r.out_row_stride = c.attn_heads * hd;
+    b.head_rmsnorm_rope(r);  // queries → inner
+    r.heads = c.kv_heads;
+    r.x = sc.gate.data();
+    r.x_row_stride = kv_width;
+    r.x_head_stride = hd;
+    r.norm_weight = w.k_norm.data();
+    r.out = s.keys(slot) + s.position() * kv_width;
+    r.out_row_stride = kv_width;
+    b.head_rmsnorm_rope(r);  // keys → cache
+
+    AttentionArgs a;
+    a.n = n;
+    a.pos = s.position();
+    a.heads = c.attn_heads;
+    a.kv_heads = c.kv_heads;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.q = sc.inner.data();
+    a.k_cache = s.keys(slot);
+    a.v_cache = s.values(slot);
+    a.out = sc.attended.data();
+    b.attention(a);
+    b.sigmoid_gate_heads(sc.attended.data(), query_and_gate + hd, q_row, 2 * hd, n, c.attn_heads, hd);
+    b.matmul(w.o, sc.attended.data(), n, out);
+}
+
+}  // namespace
+
+std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
+                                  const HiddenHook& hook, int64_t delta_rule_chunk) const {
+    const Config& c = config_;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    require(n > 0, "forward: no tokens given");
+    for (size_t t = 0; t < ids.size(); ++t) {
+        require(ids[t] >= 0 && ids[t] < c.vocab, "token id ", ids[t], " at position ", t,
+                " is outside the vocabulary [0, ", c.vocab, ")");
+    }
+    require(n <= s.room(), "a prompt of ", n, " tokens does not fit the state: capacity ", s.capacity(),
+            " tokens, ", s.position(), " already used");
+
+    Scratch sc(c, b, n);
+    const int64_t hidden = c.hidden;
+    std::vector<float> host;
+    auto report = [&](int64_t index, const float* rows) {
+        if (!hook) return;
+        host.resize(static_cast<size_t>(n * hidden));
+        b.download(host.data(), rows, host.size());
+        hook(index, host.data(), n);
+    };
+
+    float* h = sc.h.data();
+    float* xn = sc.normed.data();
+    float* out = sc.mixed.data();
+    b.embed(weights_.embed, ids.data(), n, h);
+    report(0, h);
+    const int64_t layers = static_cast<int64_t>(weights_.layers.size());
+    for (int64_t i = 0; i < layers; ++i) {
+        const Layer& layer = weights_.layers[i];
+        b.rmsnorm(h, layer.input_norm.data(), n, hidden, c.norm_eps, xn);
+        if (layer.kind == LayerKind::LinearAttention) {
+            linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, xn, n, delta_rule_chunk, sc, out);
+        } else {
+            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, sc, out);
+        }
+        b.add(h, out, n * hidden);
+        b.rmsnorm(h, layer.post_norm.data(), n, hidden, c.norm_eps, xn);
+        b.moe_swiglu(xn, n, layer.moe, c.experts_per_token, c.norm_topk, out);
+        b.add(h, out, n * hidden);
+        if (i + 1 < layers) report(i + 1, h);
+    }
+    s.advance(n);
+
+    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, xn);
+    report(layers, xn);
+
+    const int64_t rows = all_logits ? n : 1;
+    Buffer logits = b.alloc(static_cast<size_t>(rows * c.vocab));
+    b.matmul(weights_.lm_head, xn + (n - rows) * hidden, rows, logits.data());
+    std::vector<float> result(logits.size());
+    b.download(result.data(), logits.data(), result.size());
+    return result;
+}
+
+std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
+                                  bool all_logits, const HiddenHook& hook) const {
+    auto* own = dynamic_cast<State*>(&state);
+    require(own != nullptr, "qwen35_moe: the sequence state belongs to another architecture");
+    return forward(backend, *own, ids, all_logits, hook);
+}
+
+size_t Model::decode_weight_bytes() const {
+    auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
+    size_t total = bytes(weights_.lm_head) + bytes(weights_.embed) / static_cast<size_t>(config_.vocab);
+    for (const Layer& layer : weights_.layers) {
+        if (layer.kind == LayerKind::LinearAttention) {
+            const LinearAttentionWeights& w = layer.linear;
+            for (const MatrixView* m : {&w.qkv, &w.z, &w.b, &w.a, &w.out}) total += bytes(*m);
+        } else {
+            const FullAttentionWeights& w = layer.attention;
+            for (const MatrixView* m : {&w.q, &w.k, &w.v, &w.o}) total += bytes(*m);
+        }
+        const SwigluMoeWeights& e = layer.moe;
+        for (const MatrixView* m : {&e.router, &e.shared_gate, &e.shared_up, &e.shared_down, &e.shared_expert_gate}) {
+            total += bytes(*m);
+        }
+        total += static_cast<size_t>(config_.experts_per_token) * (bytes(e.gate[0]) + bytes(e.up[0]) + bytes(e.down[0]));
+    }
+    return total;
+}
+
+std::vector<std::pair<std::string, std::string>> Model::describe() const {
+    const Config& c = config_;
+    std::vector<std::pair<std::string, std::string>> lines;
+    lines.emplace_back("architecture", "qwen35_moe (" + layout_.describe() + ")");
+    lines.emplace_back("layers", str_cat(c.layers.size(), "  ", c.pattern(), "  (",
+                                         c.count(LayerKind::LinearAttention), " Gated DeltaNet, ",
+                                         c.count(LayerKind::FullAttention), " gated attention)"));
+    lines.emplace_back("hidden", std::to_string(c.hidden));
+    lines.emplace_back("vocab", std::to_string(c.vocab));
+    if (c.linear_k_heads > 0) {
+        lines.emplace_back("gated deltanet", str_cat(c.linear_k_heads, " qk heads of ", c.linear_k_dim, ", ",
+                                                     c.linear_v_heads, " v heads of ", c.linear_v_dim, ", conv ",
+                                                     c.conv_kernel));
+    }
+    if (c.attn_heads > 0) {
+        lines.emplace_back("attention", str_cat(c.attn_heads, " q / ", c.kv_heads, " kv heads of ", c.head_dim,
+                                                ", RoPE on ", c.rotary_dim(), " dims, theta ", c.rope_theta));
+    }
+    lines.emplace_back("moe", str_cat(c.experts, " experts, top-", c.experts_per_token, ", width ", c.expert_inter,
+                                      ", gated shared expert ", c.shared_inter));
+    lines.emplace_back("parameters", str_cat(c.parameter_count()));
+    return lines;
+}
+
+}  // namespace duet::qwen35_moe
