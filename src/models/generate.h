@@ -17,6 +17,9 @@ struct GreedyOutput {
 
 // Continues `prompt` by `count` greedy tokens. Checks up front that the prompt and the tokens fed
 // back fit the state.
+// Throws unless the prompt is non-empty and it and the `count` tokens after it fit the state.
+void require_generation_fits(std::span<const int32_t> prompt, int64_t count, const SequenceState& state);
+
 GreedyOutput generate_greedy(const CausalLM& model, Backend& backend, SequenceState& state, std::span<const int32_t> prompt,
                              int64_t count, bool keep_step_logits = false);
 

@@ -15,18 +15,14 @@ int32_t MtpDrafter::extend(Backend& backend, State& state, std::span<const float
 
 GreedyOutput speculative_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
                                 int64_t count, Drafter& drafter, SpeculativeStats* stats) {
-    require(!prompt.empty(), "generate: the prompt is empty");
-    require(count >= 0, "generate: cannot generate ", count, " tokens");
+    // A verify pass feeds at most one token past the pending one, and only while two are still to
+    // come, so speculation never needs more room than plain decoding.
+    require_generation_fits(prompt, count, state);
     GreedyOutput out;
     SpeculativeStats local;
     SpeculativeStats& s = stats != nullptr ? *stats : local;
     s = {};
     if (count == 0) return out;
-    // As plain decoding: the last emitted token is never fed back.
-    const int64_t needed = static_cast<int64_t>(prompt.size()) + count - 1;
-    require(needed <= state.room(), "a prompt of ", prompt.size(), " tokens plus ", count,
-            " generated tokens does not fit the state: capacity ", state.capacity(), " tokens, ",
-            state.position(), " already used");
     const int64_t vocab = model.vocab();
     const int64_t hidden_size = model.config().hidden;
     auto emit = [&](int32_t id) {
