@@ -17,9 +17,10 @@ const char* kUsage =
     "  info     --model DIR                 architecture, sizes, tensor count and bytes of a checkpoint\n"
     "  logits   --model DIR --ids 1,2,3 --out FILE.safetensors\n"
     "                                       prefill logits for the ids: tensor 'logits' [T, V] f32\n"
-    "  generate --model DIR --ids 1,2,3 -n N\n"
+    "  generate --model DIR --ids 1,2,3 -n N [--speculative [--stats]]\n"
     "                                       greedy continuation: the N new ids on one line\n"
     "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR\n"
+    "           --arch qwen35_moe --preset tiny|a3b-8l|a3b --random-weights\n"
     "                                       prefill and decode speed as one JSON line\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096)\n";

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "io/safetensors.h"
+#include "models/forward_support.h"
 
 namespace duet::nemotron_h {
 
@@ -130,24 +131,11 @@ MoeRouting routing_of(const Config& c) {
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
                                   const HiddenHook& hook, std::vector<float>* final_hidden) const {
     const Config& c = config_;
+    require_forward_fits(ids, c.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
-    require(n > 0, "forward: no tokens given");
-    for (size_t t = 0; t < ids.size(); ++t) {
-        require(ids[t] >= 0 && ids[t] < c.vocab, "token id ", ids[t], " at position ", t,
-                " is outside the vocabulary [0, ", c.vocab, ")");
-    }
-    require(n <= s.room(), "a prompt of ", n, " tokens does not fit the state: capacity ", s.capacity(),
-            " tokens, ", s.position(), " already used");
-
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
-    std::vector<float> host;
-    auto report = [&](int64_t index, const float* rows) {
-        if (!hook) return;
-        host.resize(static_cast<size_t>(n * hidden));
-        b.download(host.data(), rows, host.size());
-        hook(index, host.data(), n);
-    };
+    HiddenReporter report(b, hook, n, hidden);
 
     float* h = sc.h.data();
     b.embed(weights_.embed, ids.data(), n, h);
@@ -180,13 +168,7 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
         b.download(final_hidden->data(), final_normed, final_hidden->size());
     }
 
-    const int64_t rows = all_logits ? n : 1;
-    const float* head_in = final_normed + (n - rows) * hidden;
-    Buffer logits = b.alloc(static_cast<size_t>(rows * c.vocab));
-    b.matmul(weights_.lm_head, head_in, rows, logits.data());
-    std::vector<float> result(logits.size());
-    b.download(result.data(), logits.data(), result.size());
-    return result;
+    return lm_head_logits(b, weights_.lm_head, final_normed, n, all_logits ? n : 1);
 }
 
 size_t Model::decode_weight_bytes() const {
@@ -294,11 +276,7 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
 
     const int64_t rows = all_logits ? n : 1;
     b.rmsnorm(x + (n - rows) * h, d.output_norm.data(), rows, h, c.norm_eps, sc.normed.data());
-    Buffer logits = b.alloc(static_cast<size_t>(rows * c.vocab));
-    b.matmul(weights_.lm_head, sc.normed.data(), rows, logits.data());
-    std::vector<float> result(logits.size());
-    b.download(result.data(), logits.data(), result.size());
-    return result;
+    return lm_head_logits(b, weights_.lm_head, sc.normed.data(), rows, rows);
 }
 
 }  // namespace duet::nemotron_h

@@ -4,126 +4,68 @@
 #include <cstring>
 #include <string>
 
-#include "base/half.h"
+#include "models/random_tensors.h"
 
 namespace duet::nemotron_h {
 
-namespace {
-
-// splitmix64: a counter-based generator, so any element can be made independently of the others
-// (and in parallel) from (seed, tensor, index).
-uint64_t mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-// Uniform in [lo, hi).
-float uniform(uint64_t key, float lo, float hi) {
-    const float unit = static_cast<float>(mix(key) >> 40) * (1.0f / 16777216.0f);
-    return lo + (hi - lo) * unit;
-}
-
-class Generator {
-public:
-    Generator(TensorSet& set, uint64_t seed, ThreadPool* pool) : set_(set), seed_(seed), pool_(pool) {}
-
-    // bf16 values uniform in [lo, hi).
-    void bf16(const std::string& name, std::vector<int64_t> shape, float lo, float hi) {
-        auto* out = reinterpret_cast<uint16_t*>(set_.add(name, DType::BF16, shape));
-        const uint64_t key = next_key();
-        const int64_t n = set_.find(name)->numel();
-        parallel_for(pool_, n, 1 << 16, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) out[i] = f32_to_bf16(uniform(key + static_cast<uint64_t>(i), lo, hi));
-        });
-    }
-
-    // A matrix [rows, cols] scaled so that a unit-RMS input gives roughly unit-RMS output.
-    void matrix(const std::string& name, int64_t rows, int64_t cols) {
-        const float bound = std::sqrt(3.0f / static_cast<float>(cols));
-        bf16(name, {rows, cols}, -bound, bound);
-    }
-
-    // bf16 values from a function of a uniform number in [0, 1).
-    template <typename Fn>
-    void mapped(const std::string& name, std::vector<int64_t> shape, Fn fn) {
-        auto* out = reinterpret_cast<uint16_t*>(set_.add(name, DType::BF16, shape));
-        const uint64_t key = next_key();
-        const int64_t n = set_.find(name)->numel();
-        for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(fn(uniform(key + static_cast<uint64_t>(i), 0.0f, 1.0f)));
-    }
-
-private:
-    // Each tensor draws from its own stretch of the counter space.
-    uint64_t next_key() { return mix(seed_ ^ mix(++tensor_index_)) & ~0xFFFFFFFFFFull; }
-
-    TensorSet& set_;
-    uint64_t seed_;
-    ThreadPool* pool_;
-    uint64_t tensor_index_ = 0;
-};
-
-}  // namespace
-
 std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool, bool with_draft) {
     auto set = std::make_shared<TensorSet>();
-    Generator g(*set, seed, pool);
-    auto norm = [&](const std::string& name, int64_t width) { g.bf16(name, {width}, 0.9f, 1.1f); };
+    RandomTensorWriter g(*set, seed, pool);
+    auto norm = [&](const std::string& name, int64_t width) { g.uniform(name, {width}, 0.9f, 1.1f); };
 
     auto attention = [&](const std::string& m) {
-        g.matrix(m + "q_proj.weight", c.attn_heads * c.head_dim, c.hidden);
-        g.matrix(m + "k_proj.weight", c.kv_heads * c.head_dim, c.hidden);
-        g.matrix(m + "v_proj.weight", c.kv_heads * c.head_dim, c.hidden);
-        g.matrix(m + "o_proj.weight", c.hidden, c.attn_heads * c.head_dim);
+        g.matrix(m + "q_proj.weight", {c.attn_heads * c.head_dim, c.hidden});
+        g.matrix(m + "k_proj.weight", {c.kv_heads * c.head_dim, c.hidden});
+        g.matrix(m + "v_proj.weight", {c.kv_heads * c.head_dim, c.hidden});
+        g.matrix(m + "o_proj.weight", {c.hidden, c.attn_heads * c.head_dim});
     };
     auto moe = [&](const std::string& m) {
-        g.matrix(m + "gate.weight", c.experts, c.hidden);
-        g.bf16(m + "gate.e_score_correction_bias", {c.experts}, -0.05f, 0.05f);
+        g.matrix(m + "gate.weight", {c.experts, c.hidden});
+        g.uniform(m + "gate.e_score_correction_bias", {c.experts}, -0.05f, 0.05f);
         for (int64_t e = 0; e < c.experts; ++e) {
             const std::string ex = m + "experts." + std::to_string(e) + ".";
-            g.matrix(ex + "up_proj.weight", c.expert_inter, c.hidden);
-            g.matrix(ex + "down_proj.weight", c.hidden, c.expert_inter);
+            g.matrix(ex + "up_proj.weight", {c.expert_inter, c.hidden});
+            g.matrix(ex + "down_proj.weight", {c.hidden, c.expert_inter});
         }
-        g.matrix(m + "shared_experts.up_proj.weight", c.shared_inter, c.hidden);
-        g.matrix(m + "shared_experts.down_proj.weight", c.hidden, c.shared_inter);
+        g.matrix(m + "shared_experts.up_proj.weight", {c.shared_inter, c.hidden});
+        g.matrix(m + "shared_experts.down_proj.weight", {c.hidden, c.shared_inter});
     };
 
-    g.bf16("backbone.embeddings.weight", {c.vocab, c.hidden}, -1.0f, 1.0f);
+    g.uniform("backbone.embeddings.weight", {c.vocab, c.hidden}, -1.0f, 1.0f);
     for (size_t i = 0; i < c.layers.size(); ++i) {
         const std::string p = "backbone.layers." + std::to_string(i);
         const std::string m = p + ".mixer.";
         norm(p + ".norm.weight", c.hidden);
         switch (c.layers[i]) {
             case LayerKind::Mamba:
-                g.matrix(m + "in_proj.weight", c.in_proj_rows(), c.hidden);
-                g.bf16(m + "conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}, -0.5f, 0.5f);
-                g.bf16(m + "conv1d.bias", {c.conv_dim()}, -0.1f, 0.1f);
+                g.matrix(m + "in_proj.weight", {c.in_proj_rows(), c.hidden});
+                g.uniform(m + "conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}, -0.5f, 0.5f);
+                g.uniform(m + "conv1d.bias", {c.conv_dim()}, -0.1f, 0.1f);
                 // A in [1, 16], dt_bias the inverse softplus of dt in [0.001, 0.1], as Mamba-2 initialises.
                 g.mapped(m + "A_log", {c.mamba_heads}, [](float u) { return std::log(1.0f + 15.0f * u); });
                 g.mapped(m + "dt_bias", {c.mamba_heads}, [](float u) {
                     const float dt = std::exp(std::log(0.001f) + u * (std::log(0.1f) - std::log(0.001f)));
                     return dt + std::log(-std::expm1(-dt));
                 });
-                g.bf16(m + "D", {c.mamba_heads}, 0.5f, 1.5f);
+                g.uniform(m + "D", {c.mamba_heads}, 0.5f, 1.5f);
                 norm(m + "norm.weight", c.mamba_inner());
-                g.matrix(m + "out_proj.weight", c.hidden, c.mamba_inner());
+                g.matrix(m + "out_proj.weight", {c.hidden, c.mamba_inner()});
                 break;
             case LayerKind::Attention: attention(m); break;
             case LayerKind::MoE: moe(m); break;
             case LayerKind::MLP:
-                g.matrix(m + "up_proj.weight", c.mlp_inter, c.hidden);
-                g.matrix(m + "down_proj.weight", c.hidden, c.mlp_inter);
+                g.matrix(m + "up_proj.weight", {c.mlp_inter, c.hidden});
+                g.matrix(m + "down_proj.weight", {c.hidden, c.mlp_inter});
                 break;
         }
     }
     norm("backbone.norm_f.weight", c.hidden);
-    g.matrix("lm_head.weight", c.vocab, c.hidden);
+    g.matrix("lm_head.weight", {c.vocab, c.hidden});
     if (with_draft && c.attn_heads > 0 && c.experts > 0) {
         // The draft module as Nemotron checkpoints ship it: fusion + attention, then MoE + output norm.
         norm("mtp.layers.0.enorm.weight", c.hidden);
         norm("mtp.layers.0.hnorm.weight", c.hidden);
-        g.matrix("mtp.layers.0.eh_proj.weight", c.hidden, 2 * c.hidden);
+        g.matrix("mtp.layers.0.eh_proj.weight", {c.hidden, 2 * c.hidden});
         norm("mtp.layers.0.norm.weight", c.hidden);
         attention("mtp.layers.0.mixer.");
         norm("mtp.layers.1.norm.weight", c.hidden);

@@ -1,5 +1,7 @@
 #include "models/qwen35_moe/model.h"
 
+#include "models/forward_support.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -140,24 +142,11 @@ void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeight
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
                                   const HiddenHook& hook, int64_t delta_rule_chunk) const {
     const Config& c = config_;
+    require_forward_fits(ids, c.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
-    require(n > 0, "forward: no tokens given");
-    for (size_t t = 0; t < ids.size(); ++t) {
-        require(ids[t] >= 0 && ids[t] < c.vocab, "token id ", ids[t], " at position ", t,
-                " is outside the vocabulary [0, ", c.vocab, ")");
-    }
-    require(n <= s.room(), "a prompt of ", n, " tokens does not fit the state: capacity ", s.capacity(),
-            " tokens, ", s.position(), " already used");
-
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
-    std::vector<float> host;
-    auto report = [&](int64_t index, const float* rows) {
-        if (!hook) return;
-        host.resize(static_cast<size_t>(n * hidden));
-        b.download(host.data(), rows, host.size());
-        hook(index, host.data(), n);
-    };
+    HiddenReporter report(b, hook, n, hidden);
 
     float* h = sc.h.data();
     float* xn = sc.normed.data();
@@ -184,12 +173,7 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, xn);
     report(layers, xn);
 
-    const int64_t rows = all_logits ? n : 1;
-    Buffer logits = b.alloc(static_cast<size_t>(rows * c.vocab));
-    b.matmul(weights_.lm_head, xn + (n - rows) * hidden, rows, logits.data());
-    std::vector<float> result(logits.size());
-    b.download(result.data(), logits.data(), result.size());
-    return result;
+    return lm_head_logits(b, weights_.lm_head, xn, n, all_logits ? n : 1);
 }
 
 std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,

@@ -3,69 +3,13 @@
 #include <cmath>
 #include <string>
 
-#include "base/half.h"
+#include "models/random_tensors.h"
 
 namespace duet::qwen35_moe {
 
-namespace {
-
-// splitmix64: counter-based, so any element can be made independently (and in parallel) from
-// (seed, tensor, index).
-uint64_t mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-// Uniform in [0, 1).
-float unit(uint64_t key) { return static_cast<float>(mix(key) >> 40) * (1.0f / 16777216.0f); }
-
-class Generator {
-public:
-    Generator(TensorSet& set, uint64_t seed, ThreadPool* pool) : set_(set), seed_(seed), pool_(pool) {}
-
-    // bf16 values uniform in [lo, hi).
-    void uniform(const std::string& name, std::vector<int64_t> shape, float lo, float hi) {
-        auto* out = reinterpret_cast<uint16_t*>(set_.add(name, DType::BF16, shape));
-        const uint64_t key = next_key();
-        const int64_t n = set_.find(name)->numel();
-        parallel_for(pool_, n, 1 << 16, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-                out[i] = f32_to_bf16(lo + (hi - lo) * unit(key + static_cast<uint64_t>(i)));
-            }
-        });
-    }
-
-    // Matrices [.., rows, cols] scaled so that a unit-RMS input gives roughly unit-RMS output.
-    void matrix(const std::string& name, std::vector<int64_t> shape) {
-        const float bound = std::sqrt(3.0f / static_cast<float>(shape.back()));
-        uniform(name, std::move(shape), -bound, bound);
-    }
-
-    // bf16 values from a function of a uniform number in [0, 1).
-    template <typename Fn>
-    void mapped(const std::string& name, std::vector<int64_t> shape, Fn fn) {
-        auto* out = reinterpret_cast<uint16_t*>(set_.add(name, DType::BF16, shape));
-        const uint64_t key = next_key();
-        const int64_t n = set_.find(name)->numel();
-        for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(fn(unit(key + static_cast<uint64_t>(i))));
-    }
-
-private:
-    uint64_t next_key() { return mix(seed_ ^ mix(++tensor_index_)) & ~0xFFFFFFFFFFull; }
-
-    TensorSet& set_;
-    uint64_t seed_;
-    ThreadPool* pool_;
-    uint64_t tensor_index_ = 0;
-};
-
-}  // namespace
-
 std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool) {
     auto set = std::make_shared<TensorSet>();
-    Generator g(*set, seed, pool);
+    RandomTensorWriter g(*set, seed, pool);
     // Zero-centred norms scale by 1 + w, so their weights sit near 0; the GDN output norm near 1.
     auto zero_centred = [&](const std::string& name, int64_t width) { g.uniform(name, {width}, -0.1f, 0.1f); };
     const std::string root = "model.language_model.";
