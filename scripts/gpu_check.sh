@@ -14,14 +14,15 @@ cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90a -DDUET_FIXTURES_DIR="$fix
 cmake --build build-gpu -j"$(nproc)" > "$logs/build.txt" 2>&1 || { tail -40 "$logs/build.txt"; exit 1; }
 
 ./build-gpu/duet_tests > "$logs/cpu_tests.txt" 2>&1; cpu_rc=$?
-DUET_SIMD=avx2 ./build-gpu/duet_tests --gtest_filter='*NemotronH*' > "$logs/cpu_tests_avx2.txt" 2>&1; avx2_rc=$?
+DUET_SIMD=avx2 ./build-gpu/duet_tests --gtest_filter='*NemotronH*:*Qwen*:CpuOps*' > "$logs/cpu_tests_avx2.txt" 2>&1; avx2_rc=$?
 ./build-gpu/duet_cuda_tests > "$logs/cuda_tests.txt" 2>&1; cuda_rc=$?
-./build-gpu/duet bench --arch nemotron_h --preset tiny --random-weights > "$logs/bench_tiny.json" 2>&1
-./build-gpu/duet bench --arch nemotron_h --preset nano-8l --random-weights > "$logs/bench_nano8l.json" 2>&1
+for spec in "nemotron_h tiny" "nemotron_h nano-8l" "qwen35_moe tiny" "qwen35_moe a3b-8l"; do
+  set -- $spec
+  ./build-gpu/duet bench --arch "$1" --preset "$2" --random-weights >> "$logs/bench.jsonl" 2>&1
+done
 
 echo "suite            exit  summary"
 printf "cpu tests        %-4s  %s\n" "$cpu_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cpu_tests.txt" | head -1)"
 printf "cpu tests (avx2) %-4s  %s\n" "$avx2_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cpu_tests_avx2.txt" | head -1)"
 printf "cuda tests       %-4s  %s\n" "$cuda_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cuda_tests.txt" | head -1)"
-echo "simd: $(grep -o '"simd":"[a-z0-9]*"' "$logs/bench_tiny.json")"
-cat "$logs/bench_tiny.json" "$logs/bench_nano8l.json"
+cat "$logs/bench.jsonl"
