@@ -6,21 +6,11 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/work_split.h"
 
 namespace duet::cpu {
-
-namespace {
-
-// 1 / sqrt(mean(x²) + eps), the sum of squares in double as in norm.cpp.
-float inverse_rms(const float* x, int64_t dim, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(x[i]) * x[i];
-    return 1.0f / std::sqrt(static_cast<float>(sum / dim) + eps);
-}
-
-}  // namespace
 
 void head_rmsnorm_rope(const HeadNormRopeArgs& a, ThreadPool* pool) {
     require(a.rotary_dim >= 0 && a.rotary_dim <= a.head_dim && a.rotary_dim % 2 == 0, "head_rmsnorm_rope: rotary_dim ",

@@ -8,8 +8,6 @@
 
 namespace duet::cpu {
 
-namespace {
-
 // Sum of squares in double: the mean of squares is the one reduction whose rounding shows in
 // every element of the output.
 float inverse_rms(const float* x, int64_t dim, float eps) {
@@ -17,8 +15,6 @@ float inverse_rms(const float* x, int64_t dim, float eps) {
     for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(x[i]) * x[i];
     return 1.0f / std::sqrt(static_cast<float>(sum / dim) + eps);
 }
-
-}  // namespace
 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out,
              ThreadPool* pool) {

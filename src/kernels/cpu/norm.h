@@ -9,6 +9,9 @@ class ThreadPool;
 
 namespace duet::cpu {
 
+// 1 / sqrt(mean(x²) + eps) over dim values: the scale every RMS norm applies.
+float inverse_rms(const float* x, int64_t dim, float eps);
+
 // out[t] = x[t] * (1 / sqrt(mean(x[t]²) + eps)) * weight, for n rows of width dim.
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out,
              ThreadPool* pool);
