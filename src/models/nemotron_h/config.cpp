@@ -1,5 +1,7 @@
 #include "models/nemotron_h/config.h"
 
+#include "models/config_fields.h"
+
 #include <limits>
 
 #include "base/error.h"
@@ -76,44 +78,7 @@ LayerKind layer_kind_from_name(std::string_view name, size_t index, std::string_
          "', expected one of mamba, linear_attention, attention, full_attention, moe, mlp");
 }
 
-class Fields {
-public:
-    Fields(const json::Value& obj, std::string_view source) : obj_(obj), source_(source) {}
-
-    const json::Value* find(std::string_view key) const { return obj_.find(key); }
-
-    int64_t positive_int(std::string_view key) const {
-        const json::Value* v = obj_.find(key);
-        require(v != nullptr && !v->is_null(), source_, ": missing ", key, " (expected a positive integer)");
-        int64_t value = v->as_int(str_cat(source_, ": ", key));
-        require(value > 0, source_, ": ", key, " is ", value, ", expected a positive integer");
-        return value;
-    }
-
-    int64_t int_or(std::string_view key, int64_t fallback) const {
-        const json::Value* v = obj_.find(key);
-        if (v == nullptr || v->is_null()) return fallback;
-        return v->as_int(str_cat(source_, ": ", key));
-    }
-
-    double number_or(std::string_view key, double fallback) const {
-        const json::Value* v = obj_.find(key);
-        if (v == nullptr || v->is_null()) return fallback;
-        return v->as_number(str_cat(source_, ": ", key));
-    }
-
-    bool bool_or(std::string_view key, bool fallback) const {
-        const json::Value* v = obj_.find(key);
-        if (v == nullptr || v->is_null()) return fallback;
-        return v->as_bool(str_cat(source_, ": ", key));
-    }
-
-private:
-    const json::Value& obj_;
-    std::string source_;
-};
-
-std::vector<LayerKind> read_layers(const Fields& f, std::string_view source) {
+std::vector<LayerKind> read_layers(const ConfigFields& f, std::string_view source) {
     if (const json::Value* types = f.find("layers_block_type"); types != nullptr && !types->is_null()) {
         require(types->is_array(), source, ": layers_block_type must be an array of layer kinds");
         std::vector<LayerKind> layers;
@@ -153,7 +118,7 @@ Config parse_config(const json::Value& root, std::string_view source) {
     const json::Value* llm = root.find("llm_config");
     const json::Value& obj = (llm != nullptr && llm->is_object()) ? *llm : root;
     std::string where = llm != nullptr ? str_cat(source, ": llm_config") : std::string(source);
-    Fields f(obj, where);
+    ConfigFields f(obj, where);
 
     Config c;
     c.hidden = f.positive_int("hidden_size");

@@ -1,5 +1,7 @@
 #include "models/qwen35_moe/config.h"
 
+#include "models/config_fields.h"
+
 #include "base/error.h"
 
 namespace duet::qwen35_moe {
@@ -57,41 +59,7 @@ std::vector<LayerKind> default_layer_kinds(int64_t layers, int64_t interval) {
 
 namespace {
 
-class Fields {
-public:
-    Fields(const json::Value& obj, std::string source) : obj_(obj), source_(std::move(source)) {}
-
-    const json::Value* find(std::string_view key) const {
-        const json::Value* v = obj_.find(key);
-        return v != nullptr && !v->is_null() ? v : nullptr;
-    }
-
-    int64_t positive_int(std::string_view key) const {
-        const json::Value* v = find(key);
-        require(v != nullptr, source_, ": missing ", key, " (expected a positive integer)");
-        const int64_t value = v->as_int(str_cat(source_, ": ", key));
-        require(value > 0, source_, ": ", key, " is ", value, ", expected a positive integer");
-        return value;
-    }
-
-    double number_or(std::string_view key, double fallback) const {
-        const json::Value* v = find(key);
-        return v == nullptr ? fallback : v->as_number(str_cat(source_, ": ", key));
-    }
-
-    bool bool_or(std::string_view key, bool fallback) const {
-        const json::Value* v = find(key);
-        return v == nullptr ? fallback : v->as_bool(str_cat(source_, ": ", key));
-    }
-
-    const std::string& source() const { return source_; }
-
-private:
-    const json::Value& obj_;
-    std::string source_;
-};
-
-std::vector<LayerKind> read_layers(const Fields& f) {
+std::vector<LayerKind> read_layers(const ConfigFields& f) {
     const int64_t count = f.positive_int("num_hidden_layers");
     const json::Value* types = f.find("layer_types");
     if (types == nullptr) {
@@ -116,11 +84,11 @@ std::vector<LayerKind> read_layers(const Fields& f) {
 }
 
 // RoPE settings live in `rope_parameters` (transformers 5) or at the top level (older configs).
-void read_rope(const Fields& f, Config& c) {
+void read_rope(const ConfigFields& f, Config& c) {
     const json::Value* rope = f.find("rope_parameters");
     if (rope == nullptr) rope = f.find("rope_scaling");
     const json::Value none = json::Value::object();
-    const Fields inner(rope != nullptr && rope->is_object() ? *rope : none,
+    const ConfigFields inner(rope != nullptr && rope->is_object() ? *rope : none,
                        f.source() + ": rope_parameters");
     c.rope_theta = inner.number_or("rope_theta", f.number_or("rope_theta", 0.0));
     require(c.rope_theta > 0.0, f.source(), ": missing rope_parameters.rope_theta (expected a positive number)");
@@ -133,7 +101,7 @@ Config parse_config(const json::Value& root, std::string_view source) {
     require(root.is_object(), source, ": expected a JSON object");
     const json::Value* text = root.find("text_config");
     const bool nested = text != nullptr && text->is_object();
-    const Fields f(nested ? *text : root, nested ? str_cat(source, ": text_config") : std::string(source));
+    const ConfigFields f(nested ? *text : root, nested ? str_cat(source, ": text_config") : std::string(source));
 
     Config c;
     c.hidden = f.positive_int("hidden_size");
