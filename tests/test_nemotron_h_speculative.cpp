@@ -133,3 +133,38 @@ TEST(NemotronHDraftModule, AbsentIsFinePartialIsALoadError) {
 
 }  // namespace
 }  // namespace duet::nemotron_h
+
+namespace duet::nemotron_h {
+namespace {
+
+std::string run_generate(const std::string& arguments, std::string* err) {
+    duet::testing::TempDir tmp("speculative-cli");
+    const std::string command = std::string(DUET_BINARY) + " generate " + arguments + " >" + tmp.file("out") +
+                                " 2>" + tmp.file("err");
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    *err = duet::testing::read_bytes(tmp.file("err"));
+    return duet::testing::read_bytes(tmp.file("out"));
+}
+
+TEST(NemotronHSpeculativeCli, SameIdsWithStatsOnStderrAndPlainDecodingWithoutADraftModule) {
+    const std::string dir = fixture_dir("nemotron_h_tiny");
+    std::string err;
+    const std::string plain = run_generate("--model " + dir + " --ids 4,8,15,16 -n 10", &err);
+    EXPECT_EQ(run_generate("--model " + dir + " --ids 4,8,15,16 -n 10 --speculative --stats", &err), plain);
+    EXPECT_NE(err.find("drafts kept"), std::string::npos) << err;
+
+    duet::testing::TempDir no_draft("no-draft");
+    const Checkpoint fixture = Checkpoint::open(dir);
+    std::vector<TensorToWrite> tensors;
+    for (const TensorEntry* t : fixture.all()) {
+        if (!t->name.starts_with("mtp.")) tensors.push_back({t->name, t->dtype, t->shape, t->data, t->nbytes});
+    }
+    write_safetensors(no_draft.file("model.safetensors"), tensors);
+    duet::testing::write_bytes(no_draft.file("config.json"), duet::testing::read_bytes(dir + "/config.json"));
+    EXPECT_EQ(run_generate("--model " + no_draft.path() + " --ids 4,8,15,16 -n 10 --speculative", &err), plain);
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find("no draft module"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace duet::nemotron_h
