@@ -31,7 +31,7 @@
 #include "kernels/cpu/moe_routing.h"
 #include "kernels/cpu/norm.h"
 #include "tensor/matrix.h"
-#include "random_inputs.h"
+#include "kernel_test_support.h"
 
 namespace duet::cpu {
 namespace {
@@ -42,27 +42,15 @@ constexpr double kTolerance = 1e-5;
 using duet::testing::random_strided_rows;
 using duet::testing::random_values;
 using duet::testing::relative_error;
+using duet::testing::bit_identical;
+using duet::testing::relu2_ref;
+using duet::testing::sigmoid_ref;
+using duet::testing::silu_ref;
+using duet::testing::softplus_ref;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInfinity = std::numeric_limits<float>::infinity();
 
-::testing::AssertionResult bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) {
-        return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
-    }
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            return ::testing::AssertionFailure() << "first difference at " << i << ": " << a[i] << " vs " << b[i];
-        }
-    }
-    return ::testing::AssertionSuccess();
-}
-
-double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
-// PyTorch's softplus with threshold 20: linear above it.
-double softplus_ref(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
-double relu2_ref(double x) { return x > 0.0 ? x * x : 0.0; }
 
 // ---------------------------------------------------------------------------------------------
 // Norms

@@ -7,6 +7,7 @@
 #include "models/generate.h"
 #include "models/nemotron_h/model.h"
 #include "models/nemotron_h/speculative.h"
+#include "causal_lm_fixture.h"
 #include "test_support.h"
 
 namespace duet::nemotron_h {
@@ -15,7 +16,7 @@ namespace {
 using duet::testing::fixture_dir;
 using duet::testing::relative_error;
 
-constexpr double kTolerance = 2e-4;  // fixtures/README.md: unquantized weights, f32 arithmetic
+constexpr double kTolerance = duet::testing::kFixtureTolerance;
 
 class NemotronHFixture : public ::testing::TestWithParam<std::string> {
 protected:
@@ -35,43 +36,13 @@ protected:
 
 TEST_P(NemotronHFixture, PrefillLogitsAndHiddenStatesMatch) {
     const Model model = Model::load(dir_);
-    const Config& c = model.config();
-    const int64_t t = static_cast<int64_t>(prompt_.size());
-    ASSERT_EQ(t, 20);
-    State state = model.new_state(*backend_, 64);
-
-    const std::vector<float> hidden_expected = expected("hidden_states");
-    const int64_t layers = static_cast<int64_t>(c.layers.size());
-    ASSERT_EQ(hidden_expected.size(), static_cast<size_t>((layers + 1) * t * c.hidden));
-    int64_t hooks = 0;
-    const std::vector<float> logits =
-        model.forward(*backend_, state, prompt_, true, [&](int64_t index, const float* rows, int64_t n) {
-            ASSERT_EQ(n, t);
-            const float* ref = hidden_expected.data() + index * t * c.hidden;
-            EXPECT_LE(relative_error(rows, ref, static_cast<size_t>(t * c.hidden)), kTolerance)
-                << "hidden state " << index;
-            ++hooks;
-        });
-    EXPECT_EQ(hooks, layers + 1);
-    EXPECT_LE(relative_error(logits, expected("prefill_logits")), kTolerance);
+    ASSERT_EQ(prompt_.size(), 20u) << "the prompt must cross Mamba-2 chunks of 8";
+    duet::testing::expect_prefill_matches(model, *backend_, *expected_, static_cast<int64_t>(model.config().layers.size()),
+                                          model.config().hidden);
 }
 
 TEST_P(NemotronHFixture, GreedyContinuationMatches) {
-    const Model model = Model::load(dir_);
-    State state = model.new_state(*backend_, 64);
-    const std::vector<int32_t> greedy = duet::testing::read_i32(expected_->get("greedy_ids"));
-    const GreedyOutput out =
-        generate_greedy(model, *backend_, state, prompt_, static_cast<int64_t>(greedy.size()), true);
-    EXPECT_EQ(out.ids, greedy);
-    const std::vector<float> steps = expected("step_logits");
-    const int64_t vocab = model.config().vocab;
-    ASSERT_EQ(out.step_logits.size(), steps.size());
-    for (size_t j = 0; j < greedy.size(); ++j) {
-        EXPECT_LE(relative_error(out.step_logits.data() + j * vocab, steps.data() + j * vocab,
-                                 static_cast<size_t>(vocab)),
-                  kTolerance)
-            << "step " << j;
-    }
+    duet::testing::expect_greedy_matches(Model::load(dir_), *backend_, *expected_);
 }
 
 TEST_P(NemotronHFixture, SpeculativeContinuationMatches) {

@@ -1,9 +1,13 @@
-// Random inputs for kernel tests, and how far a float kernel may stray from a double reference.
+// Kernel tests: random inputs, plain double-precision activations for references, and how far a
+// float kernel may stray from a double reference.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -47,5 +51,23 @@ inline double relative_error(const std::vector<float>& actual, const std::vector
     }
     return max_ref > 0.0 ? max_diff / max_ref : max_diff;
 }
+
+inline ::testing::AssertionResult bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) {
+        return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            return ::testing::AssertionFailure() << "first difference at " << i << ": " << a[i] << " vs " << b[i];
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
+inline double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
+// PyTorch's softplus with threshold 20: linear above it.
+inline double softplus_ref(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+inline double relu2_ref(double x) { return x > 0.0 ? x * x : 0.0; }
 
 }  // namespace duet::testing
