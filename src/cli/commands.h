@@ -18,6 +18,7 @@ int run_logits(const Argv& argv);
 int run_generate(const Argv& argv);
 int run_bench(const Argv& argv);
 int run_demo(const Argv& argv);
+int run_tokenize(const Argv& argv);
 
 // The thread pool and backend every command computes with.
 struct Runtime {

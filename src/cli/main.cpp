@@ -22,6 +22,8 @@ const char* kUsage =
     "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR\n"
     "           --arch qwen35_moe --preset tiny|a3b-8l|a3b --random-weights\n"
     "                                       prefill and decode speed as one JSON line\n"
+    "  tokenize --tokenizer FILE (TEXT | --file PATH) | --decode IDS\n"
+    "                                       encode text to ids on one line, or decode ids to the exact text\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096)\n";
 
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
         if (command == "generate") return run_generate(rest);
         if (command == "bench") return run_bench(rest);
         if (command == "demo") return run_demo(rest);
+        if (command == "tokenize") return run_tokenize(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
         std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);
