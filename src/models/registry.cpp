@@ -36,6 +36,16 @@ std::string architecture_of(const std::string& config_path) {
 
 std::vector<std::string> architecture_names() { return {"nemotron_h", "qwen35_moe"}; }
 
+namespace {
+
+[[noreturn]] void fail_unknown_architecture(const std::string& arch) {
+    std::string names;
+    for (const std::string& name : architecture_names()) names += (names.empty() ? "" : ", ") + name;
+    fail("unknown architecture '", arch, "' (expected one of: ", names, ")");
+}
+
+}  // namespace
+
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir) {
     const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
     require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
@@ -51,7 +61,7 @@ size_t random_causal_lm_bytes(const std::string& arch, const std::string& preset
         return static_cast<size_t>(c.parameter_count() + c.draft_parameter_count()) * 2;
     }
     if (arch == "qwen35_moe") return static_cast<size_t>(qwen35_moe::preset_config(preset).parameter_count()) * 2;
-    fail("unknown architecture '", arch, "' (expected one of: nemotron_h, qwen35_moe)");
+    fail_unknown_architecture(arch);
 }
 
 std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::string& preset, uint64_t seed,
@@ -66,7 +76,7 @@ std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::s
         return std::make_unique<qwen35_moe::Model>(
             qwen35_moe::Model::from_tensors(config, qwen35_moe::make_random_weights(config, seed, pool)));
     }
-    fail("unknown architecture '", arch, "' (expected one of: nemotron_h, qwen35_moe)");
+    fail_unknown_architecture(arch);
 }
 
 }  // namespace duet

@@ -65,7 +65,9 @@ Config preset_config(std::string_view name) {
     }
     if (name == "nano-8l") return nano_widths("MEM*EMEM");
     if (name == "nano") return nano_widths("MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME");
-    fail("unknown preset '", name, "', expected one of tiny, nano-8l, nano");
+    std::string names;
+    for (std::string_view known : preset_names()) names += std::string(names.empty() ? "" : ", ") + std::string(known);
+    fail("unknown preset '", name, "', expected one of ", names);
 }
 
 json::Value config_to_json(const Config& c) {

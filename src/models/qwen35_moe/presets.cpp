@@ -59,7 +59,9 @@ Config preset_config(std::string_view name) {
     }
     if (name == "a3b-8l") return a3b_widths(8);
     if (name == "a3b") return a3b_widths(40);
-    fail("unknown preset '", name, "', expected one of tiny, a3b-8l, a3b");
+    std::string names;
+    for (std::string_view known : preset_names()) names += std::string(names.empty() ? "" : ", ") + std::string(known);
+    fail("unknown preset '", name, "', expected one of ", names);
 }
 
 }  // namespace duet::qwen35_moe
