@@ -70,6 +70,14 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
     return it->second;
 }
 
+const AddedToken* Tokenizer::added_token(int32_t id) const {
+    if (id < 0 || id >= id_count() || !id_is_added_[id]) return nullptr;
+    for (const AddedToken& t : added_) {
+        if (t.id == id) return &t;
+    }
+    return nullptr;
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     validate_utf8(text, "tokenizer input");
     std::vector<int32_t> ids;

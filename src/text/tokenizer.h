@@ -39,6 +39,8 @@ public:
     // One more than the largest id of the vocabulary or the added tokens.
     int32_t id_count() const { return static_cast<int32_t>(id_to_token_.size()); }
     std::optional<int32_t> token_id(std::string_view token) const;
+    // The added token with this id, or nullptr when the id is an ordinary vocabulary token.
+    const AddedToken* added_token(int32_t id) const;
 
 private:
     Tokenizer() = default;
