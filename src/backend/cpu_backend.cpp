@@ -53,6 +53,12 @@ public:
         for (int64_t i = 0; i < count; ++i) acc[i] += x[i];
     }
 
+    void scale(float* x, float factor, int64_t count) override {
+        for (int64_t i = 0; i < count; ++i) x[i] *= factor;
+    }
+    void silu_mul(float* gate, const float* up, int64_t count) override {
+        for (int64_t i = 0; i < count; ++i) gate[i] = cpu::silu(gate[i]) * up[i];
+    }
     void relu2(float* x, int64_t count) override {
         for (int64_t i = 0; i < count; ++i) x[i] = cpu::relu2(x[i]);
     }
