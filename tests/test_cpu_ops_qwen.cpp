@@ -475,5 +475,34 @@ TEST(CpuOpsElementwise, ScaleAndSiluMulMatchReference) {
     EXPECT_LE(relative_error(y, product), 1e-6);
 }
 
+TEST(CpuOpsElementwise, SumEmbeddingsSkipsNegativeIdsAndScalesRows) {
+    std::mt19937 rng(901);
+    const std::unique_ptr<Backend> backend = make_cpu_backend(nullptr);
+    const int64_t rows = 12, width = 7, n = 3, per_row = 2;
+    const std::vector<float> table = random_values(rng, rows * width);
+    const MatrixView view{DType::F32, rows, width, table.data()};
+    const std::vector<int32_t> ids = {4, 11, -1, -1, 0, 4};
+    const std::vector<float> scale = {0.5f, 2.0f, 1.0f};
+    const std::vector<float> start = random_values(rng, n * width);
+    for (bool accumulate : {false, true}) {
+        std::vector<double> expected(static_cast<size_t>(n * width));
+        for (int64_t t = 0; t < n; ++t) {
+            for (int64_t i = 0; i < width; ++i) {
+                double sum = accumulate ? start[t * width + i] : 0.0;
+                for (int64_t j = 0; j < per_row; ++j) {
+                    if (ids[t * per_row + j] >= 0) sum += table[ids[t * per_row + j] * width + i];
+                }
+                expected[t * width + i] = sum * scale[t];
+            }
+        }
+        std::vector<float> out = start;
+        backend->sum_embeddings(view, ids.data(), per_row, n, accumulate, scale.data(), out.data());
+        EXPECT_LE(relative_error(out, expected), 1e-7) << (accumulate ? "accumulating" : "fresh");
+    }
+    const std::vector<int32_t> bad = {12};
+    std::vector<float> out(width);
+    EXPECT_THROW(backend->sum_embeddings(view, bad.data(), 1, 1, false, nullptr, out.data()), Error);
+}
+
 }  // namespace
 }  // namespace duet::cpu

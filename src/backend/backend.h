@@ -134,6 +134,11 @@ public:
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
     // out[t] = table[ids[t]]
     virtual void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
+    // Sums of embedding rows, as speech models embed a frame's codes: out[t] = (accumulate ? out[t] : 0)
+    // + Σ_j table[ids[t * per_row + j]] over the non-negative ids, then × row_scale[t] when row_scale
+    // (host, [n]) is given.
+    virtual void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n,
+                                bool accumulate, const float* row_scale, float* out) = 0;
     // out[t] = x[t] / rms(x[t]) * weight over rows of width dim
     virtual void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) = 0;
     // acc += x

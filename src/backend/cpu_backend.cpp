@@ -1,6 +1,7 @@
 // The CPU backend: every op runs at once on the calling thread and the thread pool.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/backend.h"
 #include "base/error.h"
@@ -42,6 +43,25 @@ public:
             require(ids[t] >= 0 && ids[t] < table.rows, "token id ", ids[t], " is outside the vocabulary [0, ",
                     table.rows, ")");
             matrix_row_to_f32(table, ids[t], out + t * table.cols);
+        }
+    }
+
+    void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n, bool accumulate,
+                        const float* row_scale, float* out) override {
+        std::vector<float> row(static_cast<size_t>(table.cols));
+        for (int64_t t = 0; t < n; ++t) {
+            float* dst = out + t * table.cols;
+            if (!accumulate) std::fill(dst, dst + table.cols, 0.0f);
+            for (int64_t j = 0; j < per_row; ++j) {
+                const int32_t id = ids[t * per_row + j];
+                if (id < 0) continue;
+                require(id < table.rows, "embedding id ", id, " is outside the table's ", table.rows, " rows");
+                matrix_row_to_f32(table, id, row.data());
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] += row[i];
+            }
+            if (row_scale != nullptr) {
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] *= row_scale[t];
+            }
         }
     }
 

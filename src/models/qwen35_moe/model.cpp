@@ -108,9 +108,19 @@ void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeight
 
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
                                   const HiddenHook& hook, int64_t delta_rule_chunk) const {
-    const Config& c = config_;
-    require_forward_fits(ids, c.vocab, s);
+    require_forward_fits(ids, config_.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
+    Buffer rows = b.alloc(static_cast<size_t>(n * config_.hidden));
+    b.embed(weights_.embed, ids.data(), n, rows.data());
+    forward_rows(b, s, rows.data(), n, rows.data(), hook, delta_rule_chunk);
+    return lm_head_logits(b, weights_.lm_head, rows.data(), n, all_logits ? n : 1);
+}
+
+void Model::forward_rows(Backend& b, State& s, const float* rows, int64_t n, float* normed, const HiddenHook& hook,
+                         int64_t delta_rule_chunk) const {
+    const Config& c = config_;
+    require(n > 0 && n <= s.room(), "qwen35_moe: ", n, " input rows do not fit the state (", s.room(), " of ",
+            s.capacity(), " positions left)");
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
     HiddenReporter report(b, hook, n, hidden);
@@ -118,7 +128,7 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     float* h = sc.h.data();
     float* xn = sc.normed.data();
     float* out = sc.mixed.data();
-    b.embed(weights_.embed, ids.data(), n, h);
+    b.copy(h, rows, static_cast<size_t>(n * hidden));
     report(0, h);
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
     for (int64_t i = 0; i < layers; ++i) {
@@ -137,10 +147,8 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     }
     s.advance(n);
 
-    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, xn);
-    report(layers, xn);
-
-    return lm_head_logits(b, weights_.lm_head, xn, n, all_logits ? n : 1);
+    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, normed);
+    report(layers, normed);
 }
 
 std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
