@@ -154,5 +154,33 @@ TEST(Philox, DrawsAreUniformAndDependOnEveryKeyPart) {
     EXPECT_NE(uniform_draw(1ull << 40, 2, 3), uniform_draw(0, 2, 3));
 }
 
+TEST(Ras, ARepeatedChoiceIsRedrawnFromTheFullDistribution) {
+    const SamplingParams params{0.7f, 3, 0.9f, 21};
+    const RasParams ras;
+    const std::vector<int32_t> recent = {3, 9, 3};  // token 3 twice: redrawn whenever it is chosen
+    std::vector<double> first(kLogits.size()), full(kLogits.size());
+    sampling_distribution(kLogits, params, first);
+    sampling_distribution(kLogits, {1.0f, 0, 1.0f, 0}, full);
+    // P(y) = first(y) for y ≠ 3, plus first(3) · full(y) for every y.
+    std::vector<double> expected(kLogits.size());
+    for (size_t y = 0; y < expected.size(); ++y) expected[y] = (y == 3 ? 0.0 : first[y]) + first[3] * full[y];
+    const int draws = 40000;
+    std::vector<int> counts(kLogits.size(), 0);
+    int redrawn = 0;
+    for (int step = 0; step < draws; ++step) {
+        const float u = uniform_draw(params.seed, step, 0), v = uniform_draw(params.seed, step, 1);
+        const int32_t choice = sample_with_ras(kLogits, params, ras, recent, u, v);
+        ++counts[choice];
+        redrawn += sample_index(kLogits, params, u) == 3;
+    }
+    EXPECT_NEAR(double(redrawn) / draws, first[3], 0.01);
+    // 9 degrees of freedom (every token reachable through the redraw), p = 0.001.
+    EXPECT_LT(chi_square(counts, expected, draws), 27.88);
+    // Not repeated, or exempt, or greedy: never redrawn.
+    EXPECT_EQ(sample_with_ras(kLogits, params, ras, std::vector<int32_t>{3}, 0.0f, 0.99f), 3);
+    EXPECT_EQ(sample_with_ras(kLogits, params, ras, recent, 0.0f, 0.99f, /*exempt=*/3), 3);
+    EXPECT_EQ(sample_with_ras(kLogits, {0.0f, 3, 0.9f, 0}, ras, recent, 0.0f, 0.99f), 3);
+}
+
 }  // namespace
 }  // namespace duet

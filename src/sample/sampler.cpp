@@ -85,4 +85,11 @@ bool ras_should_redraw(std::span<const int32_t> recent, int32_t token, const Ras
     return std::count(begin, recent.end(), token) >= ras.min_repeats;
 }
 
+int32_t sample_with_ras(std::span<const float> logits, const SamplingParams& params, const RasParams& ras,
+                        std::span<const int32_t> recent, float first, float second, int32_t exempt) {
+    const int32_t choice = sample_index(logits, params, first);
+    if (params.temperature == 0.0f || choice == exempt || !ras_should_redraw(recent, choice, ras)) return choice;
+    return sample_index(logits, SamplingParams{1.0f, 0, 1.0f, params.seed}, second);
+}
+
 }  // namespace duet

@@ -29,4 +29,10 @@ struct RasParams {
 // ASSUMED (the threshold): true when `token` occurs at least min_repeats times in `recent`.
 bool ras_should_redraw(std::span<const int32_t> recent, int32_t token, const RasParams& ras);
 
+// A main token: drawn as sample_index does with `first`; when RAS's rule holds for the choice (and
+// it is not `exempt`, e.g. EOS), redrawn from the full softmax at temperature 1 with `second`.
+// Temperature 0 is argmax, never redrawn.
+int32_t sample_with_ras(std::span<const float> logits, const SamplingParams& params, const RasParams& ras,
+                        std::span<const int32_t> recent, float first, float second, int32_t exempt = -1);
+
 }  // namespace duet

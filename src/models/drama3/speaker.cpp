@@ -76,19 +76,6 @@ void Speaker::feed(const text::FrameRows& rows, PrefillTrace* trace) {
     last_row_.assign(last.begin(), last.end());
 }
 
-int32_t Speaker::draw_main(std::span<const float> logits, const FrameSampling& sampling) const {
-    const SamplingParams& p = sampling.params;
-    const int32_t choice = sample_index(logits, p, uniform_draw(p.seed, step_, kMainSlot));
-    if (p.temperature == 0.0f || choice == static_cast<int32_t>(logits.size()) - 1) return choice;  // argmax; EOS
-    const std::vector<int32_t> recent(recent_mains_.begin(), recent_mains_.end());
-    if (!ras_should_redraw(recent, choice, sampling.ras)) return choice;
-    SamplingParams full;
-    full.temperature = 1.0f;
-    full.top_k = 0;
-    full.top_p = 1.0f;
-    return sample_index(logits, full, uniform_draw(p.seed, step_, kRasSlot));
-}
-
 bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace) {
     const Config& c = model_.config();
     require(!last_row_.empty(), "drama3: feed a prompt before drawing frames");
@@ -98,7 +85,11 @@ bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, Fram
 
     const std::vector<float> main_logits = model_.candidate_logits(backend_, last_hidden_.data(), 1);
     if (trace != nullptr) trace->main_logits = main_logits;
-    const int32_t choice = draw_main(main_logits, sampling);
+    const std::vector<int32_t> recent(recent_mains_.begin(), recent_mains_.end());
+    const int32_t choice = sample_with_ras(main_logits, sampling.params, sampling.ras, recent,
+                                           uniform_draw(sampling.params.seed, step_, kMainSlot),
+                                           uniform_draw(sampling.params.seed, step_, kRasSlot),
+                                           static_cast<int32_t>(c.semantic_count()));
     std::fill(frame.begin(), frame.end(), 0);
     if (choice == c.semantic_count()) {
         frame[0] = static_cast<int32_t>(c.eos);

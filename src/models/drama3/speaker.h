@@ -51,7 +51,6 @@ public:
     int64_t frame_width() const { return model_.config().frame_width(); }
 
 private:
-    int32_t draw_main(std::span<const float> logits, const FrameSampling& sampling) const;
     void feed_rows(const int32_t* rows, int64_t n, float* normed_out);
 
     const Model& model_;
