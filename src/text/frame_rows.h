@@ -33,6 +33,18 @@ public:
     }
     // `row` holds width() values: the main token then every codebook's code.
     void push_row(std::span<const int32_t> row) { values_.insert(values_.end(), row.begin(), row.end()); }
+    // The first n rows as rows of their own.
+    FrameRows head(size_t n) const {
+        FrameRows out(width_ - 1);
+        out.values_.assign(values_.begin(), values_.begin() + static_cast<std::ptrdiff_t>(n * width_));
+        return out;
+    }
+    // Rows [from, count()) as rows of their own.
+    FrameRows tail(size_t from) const {
+        FrameRows out(width_ - 1);
+        out.values_.assign(values_.begin() + static_cast<std::ptrdiff_t>(from * width_), values_.end());
+        return out;
+    }
     void append(const FrameRows& other) { values_.insert(values_.end(), other.values_.begin(), other.values_.end()); }
 
 private:
