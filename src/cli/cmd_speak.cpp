@@ -14,7 +14,8 @@
 #include "models/drama3/model.h"
 #include "models/drama3/speaker.h"
 #include "text/drama3_prompt.h"
-#include "text/speech_chunks.h"
+#include "cli/bench_support.h"
+#include "models/drama3/speak_text.h"
 #include "text/tokenizer.h"
 
 namespace duet::cli {
@@ -103,11 +104,11 @@ int speak_checking_form(const Args& args, const drama3::Model& model, Runtime& r
     drama3::Speaker speaker(model, *rt.backend, context_flag(args));
     speaker.feed(prompt);
     std::vector<drama3::FrameTrace> traces;
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     const drama3::SpokenFrames out =
         speak_frames(speaker, sampling_flags(args), args.integer_or("--max-frames", 2000, 1, 1 << 24), {}, &traces);
     report("drew", static_cast<int64_t>(out.frames.count()),
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), out.reason);
+           seconds_since(start), out.reason);
 
     const int64_t g = static_cast<int64_t>(out.frames.count()), codes = c.tower.num_codebooks - 1;
     const size_t head_size = static_cast<size_t>(codes * c.tower.codebook_size);
@@ -145,37 +146,21 @@ int run_speak(const Argv& argv) {
     const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(dir + "/tokenizer.json");
     std::optional<text::ReferenceVoice> voice;
     if (args.has("--reference-audio-codes")) voice = read_reference(args, c);
-    const std::vector<std::string> chunks =
-        text::split_text_for_speech(text, static_cast<size_t>(args.integer_or("--chunk-bytes", 600, 64, 1 << 20)));
-    require(!chunks.empty(), "--text is empty: expected words to speak");
+    drama3::SpeakOptions options;
+    options.sampling = sampling_flags(args);
+    options.max_frames = args.integer_or("--max-frames", options.max_frames, 1, 1 << 24);
+    options.chunk_bytes = static_cast<size_t>(args.integer_or("--chunk-bytes", 600, 64, 1 << 20));
 
-    const drama3::FrameSampling sampling = sampling_flags(args);
-    int64_t budget = args.integer_or("--max-frames", 4000, 1, 1 << 24);
-    text::Drama3Conversation conversation(*tokenizer, c.vocabulary(), voice ? &*voice : nullptr);
     drama3::Speaker speaker(model, *rt.backend, context_flag(args));
-    text::FrameRows spoken(static_cast<int>(c.tower.num_codebooks));
-    const auto start = std::chrono::steady_clock::now();
-    drama3::StopReason reason = drama3::StopReason::Eos;
-    for (size_t i = 0; i < chunks.size() && budget > 0; ++i) {
-        conversation.add_user_turn(chunks[i]);
-        // The conversation's rows map one to one onto the sequence's positions: feed what is new.
-        speaker.feed(conversation.rows().tail(static_cast<size_t>(speaker.position())));
-        drama3::SpokenFrames turn = speak_frames(speaker, sampling, budget);
-        reason = turn.reason;
-        text::FrameRows audio = turn.frames;
-        if (reason == drama3::StopReason::Eos) audio = turn.frames.head(turn.frames.count() - 1);
-        budget -= static_cast<int64_t>(turn.frames.count());
-        spoken.append(audio);
-        if (chunks.size() > 1) {
-            std::fprintf(stderr, "chunk %zu/%zu: %zu frames\n", i + 1, chunks.size(), audio.count());
-        }
-        if (reason != drama3::StopReason::Eos) break;
-        conversation.add_assistant_audio(audio);
-    }
-    report("spoke", static_cast<int64_t>(spoken.count()),
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), reason);
-    write_frames(out_path, spoken);
-    std::fprintf(stderr, "wrote frames [%zu, %d] and codes to %s\n", spoken.count(), spoken.width(), out_path.c_str());
+    const auto start = Clock::now();
+    const drama3::SpokenFrames spoken = drama3::speak_text(
+        speaker, *tokenizer, text, voice ? &*voice : nullptr, options, {}, [](size_t i, size_t n, size_t frames) {
+            if (n > 1) std::fprintf(stderr, "chunk %zu/%zu: %zu frames\n", i + 1, n, frames);
+        });
+    report("spoke", static_cast<int64_t>(spoken.frames.count()), seconds_since(start), spoken.reason);
+    write_frames(out_path, spoken.frames);
+    std::fprintf(stderr, "wrote frames [%zu, %d] and codes to %s\n", spoken.frames.count(), spoken.frames.width(),
+                 out_path.c_str());
     return 0;
 }
 

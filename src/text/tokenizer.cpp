@@ -17,7 +17,10 @@ constexpr size_t kCacheLimit = 1 << 16;
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
-    const json::Value root = json::parse_file(path);
+    return from_json(json::parse_file(path), path);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(const json::Value& root, const std::string& path) {
     require(root.is_object(), path, ": expected a JSON object");
     std::unique_ptr<Tokenizer> tok(new Tokenizer());
     tok->nfc_ = config::read_normalizer(root.find("normalizer"), path);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/json.h"
 #include "text/bpe.h"
 #include "text/split_regex.h"
 
@@ -30,6 +31,8 @@ class Tokenizer {
 public:
     // Reads tokenizer.json; errors name the path and the unsupported setting.
     static std::unique_ptr<Tokenizer> load(const std::string& path);
+    // The same from a parsed tokenizer.json; `source` names it in errors.
+    static std::unique_ptr<Tokenizer> from_json(const json::Value& root, const std::string& source);
 
     // Text (UTF-8; invalid input is an error naming the byte offset) to ids. Thread-safe.
     std::vector<int32_t> encode(std::string_view text) const;

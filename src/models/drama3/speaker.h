@@ -49,6 +49,7 @@ public:
     int64_t room() const { return state_.room(); }
     int64_t frames_drawn() const { return step_; }
     int64_t frame_width() const { return model_.config().frame_width(); }
+    const Model& model() const { return model_; }
 
 private:
     void feed_rows(const int32_t* rows, int64_t n, float* normed_out);
