@@ -83,5 +83,24 @@ TEST_F(Drama3Fixture, GreedyFramesAndTheirLogitsMatch) {
     }
 }
 
+// The stable checking form: `duet speak --prompt-frames FILE --temperature 0 --dump OUT`.
+TEST_F(Drama3Fixture, SpeakCheckingFormDumpsTheGreedyFramesAndLogits) {
+    testing::TempDir tmp("drama3-dump");
+    const std::string dir = fixture_dir("drama3_tiny");
+    const testing::CliResult result = testing::run_duet("speak --model " + dir + " --prompt-frames " + dir +
+                                                        "/expected.safetensors --temperature 0 --max-frames 10 --dump " +
+                                                        tmp.file("out.safetensors"));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const Checkpoint dump = Checkpoint::open(tmp.file("out.safetensors"));
+    EXPECT_EQ(read_i32(dump.get("frames")), read_i32(expected_->get("greedy_frames")));
+    EXPECT_EQ(dump.get("frames").shape, expected_->get("greedy_frames").shape);
+    EXPECT_EQ(dump.get("main_logits").shape, expected_->get("step_main_logits").shape);
+    EXPECT_EQ(dump.get("head_logits").shape, expected_->get("step_head_logits").shape);
+    EXPECT_LE(relative_error(read_f32(dump.get("main_logits")), read_f32(expected_->get("step_main_logits"))),
+              kFixtureTolerance);
+    EXPECT_LE(relative_error(read_f32(dump.get("head_logits")), read_f32(expected_->get("step_head_logits"))),
+              kFixtureTolerance);
+}
+
 }  // namespace
 }  // namespace duet::drama3

@@ -138,12 +138,10 @@ namespace duet::nemotron_h {
 namespace {
 
 std::string run_generate(const std::string& arguments, std::string* err) {
-    duet::testing::TempDir tmp("speculative-cli");
-    const std::string command = std::string(DUET_BINARY) + " generate " + arguments + " >" + tmp.file("out") +
-                                " 2>" + tmp.file("err");
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    *err = duet::testing::read_bytes(tmp.file("err"));
-    return duet::testing::read_bytes(tmp.file("out"));
+    const duet::testing::CliResult result = duet::testing::run_duet("generate " + arguments);
+    EXPECT_EQ(result.exit_code, 0) << arguments << "\n" << result.err;
+    *err = result.err;
+    return result.out;
 }
 
 TEST(NemotronHSpeculativeCli, SameIdsWithStatsOnStderrAndPlainDecodingWithoutADraftModule) {
