@@ -231,7 +231,9 @@ std::vector<std::pair<std::string, std::string>> Model::describe() const {
                                                  t.rotary_dim(), " dims, SwiGLU ", t.inter));
     lines.emplace_back("codebooks", str_cat(t.num_codebooks, " of ", t.codebook_size, " codes, ",
                                             t.backbone_codebooks, " summed into the backbone row"));
-    lines.emplace_back("parameters", str_cat(config_.parameter_count()));
+    for (auto& [name, value] : lines) {
+        if (name == "parameters") value = str_cat(config_.parameter_count(), " (backbone ", config_.backbone.parameter_count(), ")");
+    }
     return lines;
 }
 
