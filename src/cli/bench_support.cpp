@@ -8,6 +8,10 @@
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/simd_level.h"
 
+#ifdef DUET_HAVE_CUDA
+#include "kernels/cuda/bandwidth.h"
+#endif
+
 namespace duet::cli {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -41,12 +45,23 @@ void add_runtime_figures(json::Value& out, Runtime& rt) {
 
 void add_bandwidth_figures(json::Value& out, Runtime& rt, const Args& args, double decode_gbs) {
     const size_t bytes = static_cast<size_t>(args.integer_or("--bandwidth-mib", 1024, 64, 1 << 20)) << 20;
-    const cpu::BandwidthResult memory = cpu::measure_memory_bandwidth(&rt.pool, bytes);
+    double read_gbs = 0.0, copy_gbs = 0.0;
+#ifdef DUET_HAVE_CUDA
+    if (rt.backend->name() == "cuda") {
+        read_gbs = cuda::measure_device_read_bandwidth_gbs(bytes);
+        copy_gbs = cuda::measure_device_copy_bandwidth_gbs(bytes);
+    }
+#endif
+    if (rt.backend->name() == "cpu") {
+        const cpu::BandwidthResult memory = cpu::measure_memory_bandwidth(&rt.pool, bytes);
+        read_gbs = memory.read_gbs;
+        copy_gbs = memory.copy_gbs;
+    }
     out.set("decode_gbs", json::Value(decode_gbs));
-    out.set("memory_read_gbs", json::Value(memory.read_gbs));
-    out.set("memory_copy_gbs", json::Value(memory.copy_gbs));
-    out.set("decode_fraction_of_read", json::Value(decode_gbs / memory.read_gbs));
-    out.set("decode_fraction_of_copy", json::Value(decode_gbs / memory.copy_gbs));
+    out.set("memory_read_gbs", json::Value(read_gbs));
+    out.set("memory_copy_gbs", json::Value(copy_gbs));
+    out.set("decode_fraction_of_read", json::Value(decode_gbs / read_gbs));
+    out.set("decode_fraction_of_copy", json::Value(decode_gbs / copy_gbs));
 }
 
 }  // namespace duet::cli

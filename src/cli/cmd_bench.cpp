@@ -17,7 +17,7 @@
 namespace duet::cli {
 
 int run_bench(const Argv& argv) {
-    Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--seed",
+    Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--device", "--seed",
                      "--bandwidth-mib"},
               {"--random-weights"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
@@ -27,7 +27,7 @@ int run_bench(const Argv& argv) {
     if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
-    Runtime rt(threads_flag(args));
+    Runtime rt(args);
 
     std::string source;
     auto load_start = Clock::now();

@@ -18,7 +18,7 @@ int bench_drama3(const Args& args) {
     if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
     const int64_t prompt_rows = args.integer_or("--prompt", 512, 2, 1 << 20);
     const int64_t frames = args.integer_or("--decode", 16, 1, 1 << 20);
-    Runtime rt(threads_flag(args));
+    Runtime rt(args);
 
     const auto load_start = Clock::now();
     std::string source;

@@ -16,11 +16,11 @@ namespace duet::cli {
 
 
 int run_demo(const Argv& argv) {
-    Args args(argv, {"--dir", "--threads", "-n"}, {});
+    Args args(argv, {"--dir", "--threads", "--device", "-n"}, {});
     const int64_t count = args.integer_or("-n", 12, 1, 4096);
     const std::filesystem::path dir =
         args.text_or("--dir", (std::filesystem::temp_directory_path() / "duet-demo-nemotron_h").string());
-    Runtime rt(threads_flag(args));
+    Runtime rt(args);
 
     const nemotron_h::Config config = nemotron_h::preset_config("tiny");
     std::filesystem::create_directories(dir);

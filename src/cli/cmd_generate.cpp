@@ -47,12 +47,12 @@ std::optional<GreedyOutput> generate_speculative(const CausalLM& model, Backend&
 }  // namespace
 
 int run_generate(const Argv& argv) {
-    Args args(argv, {"--model", "--ids", "-n", "--threads", "--ctx"}, {"--speculative", "--stats"});
+    Args args(argv, {"--model", "--ids", "-n", "--threads", "--device", "--ctx"}, {"--speculative", "--stats"});
     const std::vector<int32_t> prompt = parse_id_list(args.text("--ids"), "--ids");
     const int64_t count = args.integer_or("-n", 16, 0, 1 << 24);
     const std::string dir = args.text("--model");
     const std::unique_ptr<CausalLM> model = load_causal_lm(dir);
-    Runtime rt(threads_flag(args));
+    Runtime rt(args);
     const std::unique_ptr<SequenceState> state = model->create_state(*rt.backend, context_flag(args));
     std::optional<GreedyOutput> out;
     if (args.has("--speculative")) {

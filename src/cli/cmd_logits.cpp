@@ -9,11 +9,11 @@
 namespace duet::cli {
 
 int run_logits(const Argv& argv) {
-    Args args(argv, {"--model", "--ids", "--out", "--threads", "--ctx"}, {});
+    Args args(argv, {"--model", "--ids", "--out", "--threads", "--device", "--ctx"}, {});
     const std::vector<int32_t> ids = parse_id_list(args.text("--ids"), "--ids");
     const std::string out_path = args.text("--out");
     const std::unique_ptr<CausalLM> model = load_causal_lm(args.text("--model"));
-    Runtime rt(threads_flag(args));
+    Runtime rt(args);
     const std::unique_ptr<SequenceState> state = model->create_state(*rt.backend, context_flag(args));
     const std::vector<float> logits = model->forward(*rt.backend, *state, ids, true);
     const int64_t t = static_cast<int64_t>(ids.size());

@@ -132,11 +132,11 @@ int speak_checking_form(const Args& args, const drama3::Model& model, Runtime& r
 int run_speak(const Argv& argv) {
     Args args(argv,
               {"--model", "--text", "--reference-audio-codes", "--reference-text", "--out", "--seed", "--temperature",
-               "--top-k", "--top-p", "--max-frames", "--chunk-bytes", "--prompt-frames", "--dump", "--threads", "--ctx"},
+               "--top-k", "--top-p", "--max-frames", "--chunk-bytes", "--prompt-frames", "--dump", "--threads", "--device", "--ctx"},
               {});
     const std::string dir = args.text("--model");
     const drama3::Model model = drama3::Model::load(dir);
-    Runtime rt(threads_flag(args));
+    Runtime rt(args);
     if (args.has("--prompt-frames")) return speak_checking_form(args, model, rt);
 
     const std::string text = args.text("--text");

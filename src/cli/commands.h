@@ -21,9 +21,9 @@ int run_demo(const Argv& argv);
 int run_tokenize(const Argv& argv);
 int run_speak(const Argv& argv);
 
-// The thread pool and backend every command computes with.
+// The thread pool and backend every command computes with: --threads and --device (cpu or cuda).
 struct Runtime {
-    explicit Runtime(int threads) : pool(threads), backend(make_cpu_backend(&pool)) {}
+    explicit Runtime(const Args& args);
     ThreadPool pool;
     std::unique_ptr<Backend> backend;
 };

@@ -30,7 +30,8 @@ const char* kUsage =
     "           --model DIR --prompt-frames FILE --dump OUT.safetensors [--temperature 0 --max-frames N]\n"
     "                                       checking form: frames, main_logits, head_logits of each frame\n"
     "\n"
-    "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096)\n";
+    "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
+    "              --device cpu|cuda (default cpu)\n";
 
 }  // namespace
 

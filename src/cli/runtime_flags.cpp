@@ -1,9 +1,33 @@
 #include "cli/commands.h"
 
+#include "base/error.h"
+
+#ifdef DUET_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace duet::cli {
 
 int threads_flag(const Args& args) { return static_cast<int>(args.integer_or("--threads", 0, 0, 1024)); }
 
 int64_t context_flag(const Args& args) { return args.integer_or("--ctx", 4096, 1, 1 << 24); }
+
+namespace {
+
+std::unique_ptr<Backend> backend_for(const std::string& device, ThreadPool& pool) {
+    if (device == "cpu") return make_cpu_backend(&pool);
+    if (device == "cuda") {
+#ifdef DUET_HAVE_CUDA
+        return make_cuda_backend();
+#else
+        fail("--device cuda: this duet was built without the CUDA part (no nvcc was found at build time)");
+#endif
+    }
+    throw UsageError{"--device is '" + device + "', expected cpu or cuda"};
+}
+
+}  // namespace
+
+Runtime::Runtime(const Args& args) : pool(threads_flag(args)), backend(backend_for(args.text_or("--device", "cpu"), pool)) {}
 
 }  // namespace duet::cli

@@ -32,4 +32,39 @@ __device__ __forceinline__ T warp_sum(T value) {
     return value;
 }
 
+// Activations as PyTorch defines them (and the CPU kernels compute them).
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// Sum over a whole block of `blockDim.x` threads (a multiple of 32, at most 1024); every thread
+// gets the result. `shared` holds at least 32 floats.
+__device__ __forceinline__ float block_sum(float value, float* shared) {
+    value = warp_sum(value);
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    __syncthreads();
+    if (lane == 0) shared[warp] = value;
+    __syncthreads();
+    const int warps = blockDim.x / kWarpSize;
+    float total = 0.0f;
+    for (int w = 0; w < warps; ++w) total += shared[w];
+    return total;
+}
+
+// Maximum over a whole block, as block_sum.
+__device__ __forceinline__ float block_max(float value, float* shared) {
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
+    }
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    __syncthreads();
+    if (lane == 0) shared[warp] = value;
+    __syncthreads();
+    const int warps = blockDim.x / kWarpSize;
+    float best = shared[0];
+    for (int w = 1; w < warps; ++w) best = fmaxf(best, shared[w]);
+    return best;
+}
+
 }  // namespace duet::cuda

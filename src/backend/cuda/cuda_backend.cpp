@@ -1,0 +1,301 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/ops.h"
+
+namespace duet {
+
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::WeightType;
+
+void check_cublas(cublasStatus_t status, const char* call) {
+    require(status == CUBLAS_STATUS_SUCCESS, "cuBLAS call ", call, " failed with status ", static_cast<int>(status));
+}
+
+WeightType weight_type(const MatrixView& m) {
+    require_matmul_dtype(m);
+    return m.dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
+}
+
+size_t matrix_bytes(const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); }
+
+// Up to this many tokens a product reads each weight once per 8 tokens; beyond, cuBLAS runs it.
+constexpr int64_t kGemvTokens = 32;
+// Weights widened to f32 for cuBLAS in pieces of at most this many values.
+constexpr int64_t kWidenChunk = int64_t(1) << 25;
+
+// A device copy of host weights, and enough of the host bytes to notice if the address is reused.
+struct DeviceWeight {
+    DeviceBuffer buffer;
+    size_t bytes = 0;
+    std::array<uint8_t, 32> head{};
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend() {
+        require(cuda::device_count() > 0, "no CUDA device is available");
+        DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        check_cublas(cublasCreate(&cublas_), "cublasCreate");
+        check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
+        // Exact f32 products, as the CPU computes them: no TF32 shortcuts.
+        check_cublas(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    }
+    ~CudaBackend() override {
+        cudaStreamSynchronize(stream_);
+        cublasDestroy(cublas_);
+        cudaStreamDestroy(stream_);
+    }
+
+    std::string_view name() const override { return "cuda"; }
+
+    Buffer alloc(size_t count) override {
+        float* data = nullptr;
+        if (count > 0) {
+            DUET_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), count * sizeof(float)));
+            DUET_CUDA_CHECK(cudaMemsetAsync(data, 0, count * sizeof(float), stream_));
+        }
+        return Buffer(std::shared_ptr<float[]>(data, [](float* p) { cudaFree(p); }), count);
+    }
+    void upload(float* dst, const float* host, size_t count) override {
+        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, host, count * 4, cudaMemcpyHostToDevice, stream_));
+    }
+    void download(float* host, const float* src, size_t count) override {
+        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(host, src, count * 4, cudaMemcpyDeviceToHost, stream_));
+        DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    void copy(float* dst, const float* src, size_t count) override {
+        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDeviceToDevice, stream_));
+    }
+
+    void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
+        if (n == 0 || w.rows == 0) return;
+        const void* dw = device_weight(w.data, matrix_bytes(w));
+        if (n <= kGemvTokens) {
+            cuda::gemv_rows(dw, weight_type(w), w.rows, w.cols, x, n, out, stream_);
+            return;
+        }
+        // out (column-major [rows, n], ld rows) = Wᵀ-as-stored · x, a piece of rows at a time.
+        const int64_t piece_rows = std::max<int64_t>(1, kWidenChunk / std::max<int64_t>(w.cols, 1));
+        float* widened = scratch(widen_, static_cast<size_t>(std::min(piece_rows, w.rows) * w.cols));
+        const size_t element = dtype_size(w.dtype);
+        const float one = 1.0f, zero = 0.0f;
+        for (int64_t r0 = 0; r0 < w.rows; r0 += piece_rows) {
+            const int64_t rows = std::min(piece_rows, w.rows - r0);
+            cuda::widen_to_f32(static_cast<const uint8_t*>(dw) + static_cast<size_t>(r0 * w.cols) * element,
+                               weight_type(w), rows * w.cols, widened, stream_);
+            check_cublas(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
+                                     static_cast<int>(w.cols), &one, widened, static_cast<int>(w.cols), x,
+                                     static_cast<int>(w.cols), &zero, out + r0, static_cast<int>(w.rows)),
+                         "cublasSgemm");
+        }
+    }
+
+    void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
+        for (int64_t t = 0; t < n; ++t) {
+            require(ids[t] >= 0 && ids[t] < table.rows, "token id ", ids[t], " is outside the vocabulary [0, ",
+                    table.rows, ")");
+        }
+        sum_embeddings(table, ids, 1, n, false, nullptr, out);
+    }
+
+    void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n, bool accumulate,
+                        const float* row_scale, float* out) override {
+        for (int64_t i = 0; i < n * per_row; ++i) {
+            require(ids[i] < table.rows, "embedding id ", ids[i], " is outside the table's ", table.rows, " rows");
+        }
+        const int32_t* device_ids = upload_ids(ids, static_cast<size_t>(n * per_row));
+        const float* device_scale = row_scale != nullptr ? upload_floats(row_scale, static_cast<size_t>(n)) : nullptr;
+        cuda::sum_embeddings(device_weight(table.data, matrix_bytes(table)), weight_type(table), table.cols,
+                             device_ids, per_row, n, accumulate, device_scale, out, stream_);
+    }
+
+    void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {
+        cuda::rmsnorm(x, device_vector(weight, dim), n, dim, eps, out, stream_);
+    }
+    void add(float* acc, const float* x, int64_t count) override { cuda::add(acc, x, count, stream_); }
+    void relu2(float* x, int64_t count) override { cuda::relu2(x, count, stream_); }
+    void scale(float* x, float factor, int64_t count) override { cuda::scale(x, factor, count, stream_); }
+    void silu_mul(float* gate, const float* up, int64_t count) override { cuda::silu_mul(gate, up, count, stream_); }
+
+    void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
+                            const float* bias, int64_t kernel, float* ring, float* out, float* ring_history) override {
+        cuda::causal_conv1d_silu(x, x_stride, n, channels, device_vector(taps, channels * kernel),
+                                 bias != nullptr ? device_vector(bias, channels) : nullptr, kernel, ring, out,
+                                 ring_history, stream_);
+    }
+    void ssm_scan(const SsmScanArgs& args) override {
+        SsmScanArgs a = args;
+        a.dt_bias = device_vector(args.dt_bias, args.heads);
+        a.a = device_vector(args.a, args.heads);
+        a.d = device_vector(args.d, args.heads);
+        cuda::ssm_scan(a, stream_);
+    }
+    void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
+                             int64_t groups, float eps) override {
+        cuda::gated_group_rmsnorm(y, z, z_stride, device_vector(weight, dim), n, dim, groups, eps, stream_);
+    }
+    void attention(const AttentionArgs& args) override {
+        float* scores = scratch(scores_, static_cast<size_t>(args.n * args.heads * (args.pos + args.n)));
+        cuda::attention(args, scores, stream_);
+    }
+    void gated_delta_rule(const GatedDeltaArgs& args) override {
+        GatedDeltaArgs a = args;
+        a.neg_exp_a_log = device_vector(args.neg_exp_a_log, args.v_heads);
+        a.dt_bias = device_vector(args.dt_bias, args.v_heads);
+        cuda::gated_delta_rule(a, stream_);
+    }
+    void head_rmsnorm_rope(const HeadNormRopeArgs& args) override {
+        HeadNormRopeArgs a = args;
+        a.norm_weight = device_vector(args.norm_weight, args.head_dim);
+        cuda::head_rmsnorm_rope(a, stream_);
+    }
+    void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
+                                int64_t heads, int64_t head_dim, float eps) override {
+        cuda::head_rmsnorm_silu_gate(y, z, z_stride, device_vector(weight, head_dim), n, heads, head_dim, eps, stream_);
+    }
+    void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
+                            int64_t heads, int64_t head_dim) override {
+        cuda::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, stream_);
+    }
+
+    void moe_relu2(const float* x, int64_t n, const MoeWeights& w, const MoeRouting& routing, float* out) override {
+        const int64_t experts = w.router.rows, hidden = w.router.cols, k = routing.top_k, slots = n * k;
+        const int64_t inter = w.up.empty() ? 0 : w.up[0].rows;
+        float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
+        matmul(w.router, x, n, logits);
+        int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
+        float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
+        cuda::route_sigmoid_topk(logits, w.score_bias != nullptr ? device_vector(w.score_bias, experts) : nullptr, n,
+                                 experts, routing, chosen, weights, stream_);
+        float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+        float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
+        cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid, stream_);
+        cuda::relu2(mid, slots * inter, stream_);
+        cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots, result,
+                          stream_);
+        cuda::combine_experts(result, weights, n, k, hidden, false, out, stream_);
+        if (w.shared_up.rows > 0) {
+            float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * w.shared_up.rows));
+            float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
+            matmul(w.shared_up, x, n, shared_mid);
+            cuda::relu2(shared_mid, n * w.shared_up.rows, stream_);
+            matmul(w.shared_down, shared_mid, n, shared_out);
+            cuda::add(out, shared_out, n * hidden, stream_);
+        }
+    }
+
+    void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& w, int64_t top_k, bool normalize,
+                    float* out) override {
+        const int64_t experts = w.router.rows, hidden = w.router.cols, slots = n * top_k;
+        const int64_t inter = w.gate.empty() ? 0 : w.gate[0].rows;
+        float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
+        matmul(w.router, x, n, logits);
+        int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
+        float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
+        cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
+        float* gate = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+        float* up = scratch(expert_up_, static_cast<size_t>(slots * inter));
+        float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
+        cuda::expert_gemv(expert_table(w.gate), weight_type(w.gate[0]), inter, hidden, chosen, x, top_k, slots, gate,
+                          stream_);
+        cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, top_k, slots, up,
+                          stream_);
+        cuda::silu_mul(gate, up, slots * inter, stream_);
+        cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, gate, 1, slots, result,
+                          stream_);
+        cuda::combine_experts(result, weights, n, top_k, hidden, false, out, stream_);
+
+        const int64_t shared_inter = w.shared_gate.rows;
+        float* shared_gate = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
+        float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
+        float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
+        float* gate_logit = scratch(shared_gate_logit_, static_cast<size_t>(n));
+        matmul(w.shared_gate, x, n, shared_gate);
+        matmul(w.shared_up, x, n, shared_up);
+        cuda::silu_mul(shared_gate, shared_up, n * shared_inter, stream_);
+        matmul(w.shared_down, shared_gate, n, shared_out);
+        matmul(w.shared_expert_gate, x, n, gate_logit);
+        cuda::scale_rows_by_sigmoid(shared_out, gate_logit, n, hidden, stream_);
+        cuda::add(out, shared_out, n * hidden, stream_);
+    }
+
+private:
+    // The device copy of `bytes` of host weights at `host`, made on first use.
+    const void* device_weight(const void* host, size_t bytes) {
+        DeviceWeight& w = weights_[host];
+        std::array<uint8_t, 32> head{};
+        std::memcpy(head.data(), host, std::min(bytes, head.size()));
+        if (w.buffer.data() == nullptr || w.bytes != bytes || w.head != head) {
+            w.buffer = DeviceBuffer(bytes);
+            DUET_CUDA_CHECK(cudaMemcpyAsync(w.buffer.data(), host, bytes, cudaMemcpyHostToDevice, stream_));
+            w.bytes = bytes;
+            w.head = head;
+        }
+        return w.buffer.data();
+    }
+    const float* device_vector(const float* host, int64_t count) {
+        return static_cast<const float*>(device_weight(host, static_cast<size_t>(count) * sizeof(float)));
+    }
+
+    // A device array of the experts' device pointers, made once per expert list.
+    const void* const* expert_table(const std::vector<MatrixView>& experts) {
+        DeviceBuffer& table = expert_tables_[experts.front().data];
+        if (table.data() == nullptr) {
+            std::vector<const void*> pointers;
+            for (const MatrixView& m : experts) pointers.push_back(device_weight(m.data, matrix_bytes(m)));
+            table = DeviceBuffer::from_vector(pointers);
+        }
+        return static_cast<const void* const*>(table.data());
+    }
+
+    // Scratch that grows to the largest request; ops on one stream run in order, so reuse is safe.
+    float* scratch(DeviceBuffer& buffer, size_t count) {
+        if (buffer.size_bytes() < count * sizeof(float)) {
+            DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be in use
+            buffer = DeviceBuffer(count * sizeof(float));
+        }
+        return buffer.as<float>();
+    }
+    int32_t* int_scratch(DeviceBuffer& buffer, size_t count) {
+        return reinterpret_cast<int32_t*>(scratch(buffer, count));
+    }
+    const int32_t* upload_ids(const int32_t* host, size_t count) {
+        int32_t* ids = int_scratch(ids_, count);
+        DUET_CUDA_CHECK(cudaMemcpyAsync(ids, host, count * 4, cudaMemcpyHostToDevice, stream_));
+        return ids;
+    }
+    const float* upload_floats(const float* host, size_t count) {
+        float* values = scratch(row_scales_, count);
+        DUET_CUDA_CHECK(cudaMemcpyAsync(values, host, count * 4, cudaMemcpyHostToDevice, stream_));
+        return values;
+    }
+
+    cudaStream_t stream_ = nullptr;
+    cublasHandle_t cublas_ = nullptr;
+    std::unordered_map<const void*, DeviceWeight> weights_;
+    std::unordered_map<const void*, DeviceBuffer> expert_tables_;
+    DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
+        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace duet

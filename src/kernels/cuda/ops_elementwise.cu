@@ -1,0 +1,130 @@
+// Element-wise kernels and embedding sums: one thread per element (or per row and column).
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace duet::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t count) { return static_cast<int>((count + kThreads - 1) / kThreads); }
+
+__device__ __forceinline__ float load_weight(const void* w, WeightType type, int64_t i) {
+    return type == WeightType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(w)[i])
+                                    : static_cast<const float*>(w)[i];
+}
+
+__global__ void add_kernel(float* acc, const float* x, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) acc[i] += x[i];
+}
+
+__global__ void relu2_kernel(float* x, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        x[i] = r * r;
+    }
+}
+
+__global__ void scale_kernel(float* x, float factor, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) x[i] *= factor;
+}
+
+__global__ void silu_mul_kernel(float* gate, const float* up, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) gate[i] = silu(gate[i]) * up[i];
+}
+
+__global__ void sum_embeddings_kernel(const void* table, WeightType type, int64_t cols, const int32_t* ids,
+                                      int64_t per_row, int64_t n, bool accumulate, const float* row_scale,
+                                      float* out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n * cols) return;
+    const int64_t t = i / cols, c = i % cols;
+    float sum = accumulate ? out[i] : 0.0f;
+    for (int64_t j = 0; j < per_row; ++j) {
+        const int32_t id = ids[t * per_row + j];
+        if (id >= 0) sum += load_weight(table, type, int64_t(id) * cols + c);
+    }
+    out[i] = row_scale != nullptr ? sum * row_scale[t] : sum;
+}
+
+__global__ void widen_kernel(const void* w, WeightType type, int64_t count, float* out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) out[i] = load_weight(w, type, i);
+}
+
+__global__ void scale_rows_by_sigmoid_kernel(float* x, const float* gate, int64_t n, int64_t width) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n * width) x[i] *= sigmoid(gate[i / width]);
+}
+
+__global__ void combine_experts_kernel(const float* expert_out, const float* weights, int64_t n, int64_t k,
+                                       int64_t width, bool accumulate, float* out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n * width) return;
+    const int64_t t = i / width, c = i % width;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) sum += weights[t * k + j] * expert_out[(t * k + j) * width + c];
+    out[i] = accumulate ? out[i] + sum : sum;
+}
+
+}  // namespace
+
+void add(float* acc, const float* x, int64_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(acc, x, count);
+    DUET_CUDA_CHECK_LAUNCH("add_kernel");
+}
+
+void relu2(float* x, int64_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    relu2_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count);
+    DUET_CUDA_CHECK_LAUNCH("relu2_kernel");
+}
+
+void scale(float* x, float factor, int64_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    scale_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, factor, count);
+    DUET_CUDA_CHECK_LAUNCH("scale_kernel");
+}
+
+void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    silu_mul_kernel<<<blocks_for(count), kThreads, 0, stream>>>(gate, up, count);
+    DUET_CUDA_CHECK_LAUNCH("silu_mul_kernel");
+}
+
+void sum_embeddings(const void* table, WeightType type, int64_t cols, const int32_t* ids, int64_t per_row,
+                    int64_t n, bool accumulate, const float* row_scale, float* out, cudaStream_t stream) {
+    if (n * cols == 0) return;
+    sum_embeddings_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(table, type, cols, ids, per_row, n,
+                                                                          accumulate, row_scale, out);
+    DUET_CUDA_CHECK_LAUNCH("sum_embeddings_kernel");
+}
+
+void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream) {
+    if (count == 0) return;
+    widen_kernel<<<blocks_for(count), kThreads, 0, stream>>>(w, type, count, out);
+    DUET_CUDA_CHECK_LAUNCH("widen_kernel");
+}
+
+void scale_rows_by_sigmoid(float* x, const float* gate, int64_t n, int64_t width, cudaStream_t stream) {
+    if (n * width == 0) return;
+    scale_rows_by_sigmoid_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(x, gate, n, width);
+    DUET_CUDA_CHECK_LAUNCH("scale_rows_by_sigmoid_kernel");
+}
+
+void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,
+                     bool accumulate, float* out, cudaStream_t stream) {
+    if (n * width == 0) return;
+    combine_experts_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(expert_out, weights, n, k, width,
+                                                                            accumulate, out);
+    DUET_CUDA_CHECK_LAUNCH("combine_experts_kernel");
+}
+
+}  // namespace duet::cuda

@@ -1,0 +1,98 @@
+// Matrix products for few tokens: one warp per weight row, lanes striding across the row, each
+// weight read once for up to kTokens tokens; and the mixture-of-experts form, where each slot picks
+// its expert's matrix, so all chosen experts run in one launch.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace duet::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kTokens = 8;
+
+template <typename W>
+__device__ __forceinline__ float widen(W w);
+template <>
+__device__ __forceinline__ float widen<uint16_t>(uint16_t w) { return bf16_bits_to_float(w); }
+template <>
+__device__ __forceinline__ float widen<float>(float w) { return w; }
+
+// out[t, row] for t < n (n ≤ kTokens): the row of `w` against each token's x.
+template <typename W>
+__device__ __forceinline__ void row_dots(const W* __restrict__ w_row, const float* __restrict__ x, int64_t cols,
+                                         int n, float* __restrict__ out, int64_t out_stride) {
+    const int lane = threadIdx.x % kWarpSize;
+    float acc[kTokens] = {};
+    for (int64_t c = lane; c < cols; c += kWarpSize) {
+        const float wv = widen(__ldcs(w_row + c));
+#pragma unroll
+        for (int t = 0; t < kTokens; ++t) {
+            if (t < n) acc[t] = fmaf(wv, __ldg(x + t * cols + c), acc[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+        if (t < n) {
+            const float sum = warp_sum(acc[t]);
+            if (lane == 0) out[t * out_stride] = sum;
+        }
+    }
+}
+
+template <typename W>
+__global__ void gemv_rows_kernel(const W* __restrict__ w, int64_t rows, int64_t cols, const float* __restrict__ x,
+                                 int n, float* __restrict__ out) {
+    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    if (row >= rows) return;
+    row_dots(w + row * cols, x, cols, n, out + row, rows);
+}
+
+template <typename W>
+__global__ void expert_gemv_kernel(const void* const* __restrict__ experts, int64_t rows, int64_t cols,
+                                   const int32_t* __restrict__ expert_of, const float* __restrict__ x,
+                                   int64_t slots_per_input, float* __restrict__ out) {
+    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t slot = blockIdx.y;
+    if (row >= rows) return;
+    const W* w = static_cast<const W*>(experts[expert_of[slot]]);
+    row_dots(w + row * cols, x + (slot / slots_per_input) * cols, cols, 1, out + slot * rows + row, rows);
+}
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+}  // namespace
+
+void gemv_rows(const void* w, WeightType type, int64_t rows, int64_t cols, const float* x, int64_t n, float* out,
+               cudaStream_t stream) {
+    for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+        const int count = static_cast<int>(std::min<int64_t>(kTokens, n - t0));
+        const float* xs = x + t0 * cols;
+        float* outs = out + t0 * rows;
+        if (type == WeightType::BF16) {
+            gemv_rows_kernel<uint16_t><<<row_blocks(rows), kWarpsPerBlock * kWarpSize, 0, stream>>>(
+                static_cast<const uint16_t*>(w), rows, cols, xs, count, outs);
+        } else {
+            gemv_rows_kernel<float><<<row_blocks(rows), kWarpsPerBlock * kWarpSize, 0, stream>>>(
+                static_cast<const float*>(w), rows, cols, xs, count, outs);
+        }
+        DUET_CUDA_CHECK_LAUNCH("gemv_rows_kernel");
+    }
+}
+
+void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int64_t cols, const int32_t* expert_of,
+                 const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream) {
+    if (slots == 0 || rows == 0) return;
+    const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
+    if (type == WeightType::BF16) {
+        expert_gemv_kernel<uint16_t><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols, expert_of,
+                                                                                      x, slots_per_input, out);
+    } else {
+        expert_gemv_kernel<float><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols, expert_of, x,
+                                                                                   slots_per_input, out);
+    }
+    DUET_CUDA_CHECK_LAUNCH("expert_gemv_kernel");
+}
+
+}  // namespace duet::cuda

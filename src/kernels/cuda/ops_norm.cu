@@ -1,0 +1,131 @@
+// RMS norms (whole rows, groups, heads), the per-head norm + RoPE of gated attention, and the
+// gates around them. One block per normalised row, threads across its values.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace duet::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+__global__ void rmsnorm_kernel(const float* x, const float* weight, int64_t dim, float eps, float* out) {
+    __shared__ float shared[32];
+    const float* row = x + int64_t(blockIdx.x) * dim;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += row[i] * row[i];
+    const float inv = rsqrtf(block_sum(sum, shared) / float(dim) + eps);
+    float* dst = out + int64_t(blockIdx.x) * dim;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = weight[i] * (row[i] * inv);
+}
+
+// Block (t, group): y *= silu(z), then the group normalised and scaled.
+__global__ void gated_group_rmsnorm_kernel(float* y, const float* z, int64_t z_stride, const float* weight,
+                                           int64_t dim, int64_t groups, float eps) {
+    __shared__ float shared[32];
+    const int64_t t = blockIdx.x / groups, g = blockIdx.x % groups, width = dim / groups;
+    float* row = y + t * dim + g * width;
+    const float* gate = z + t * z_stride + g * width;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+        row[i] *= silu(gate[i]);
+        sum += row[i] * row[i];
+    }
+    const float inv = rsqrtf(block_sum(sum, shared) / float(width) + eps);
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) row[i] = weight[g * width + i] * (row[i] * inv);
+}
+
+// Block (t, head): normalise the head, then rotate its leading rotary_dim values.
+__global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
+    extern __shared__ float head[];
+    __shared__ float shared[32];
+    const int64_t t = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
+    const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) sum += src[i] * src[i];
+    const float inv = rsqrtf(block_sum(sum, shared) / float(a.head_dim) + a.eps);
+    for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) head[i] = a.norm_weight[i] * (src[i] * inv);
+    __syncthreads();
+    float* dst = a.out + t * a.out_row_stride + h * a.head_dim;
+    const int64_t half = a.rotary_dim / 2;
+    for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
+        float value = head[i];
+        if (i < a.rotary_dim) {
+            // Pair index j and whether this value is the pair's first or second member.
+            const bool interleaved = a.style == RopeStyle::Interleaved;
+            const int64_t j = interleaved ? i / 2 : (i < half ? i : i - half);
+            const bool first = interleaved ? (i % 2 == 0) : (i < half);
+            const int64_t partner = interleaved ? (first ? i + 1 : i - 1) : (first ? i + half : i - half);
+            const float inv_freq = 1.0f / powf(a.theta, float(2 * j) / float(a.rotary_dim));
+            const float angle = float(a.pos + t) * inv_freq;
+            const float c = cosf(angle), s = sinf(angle);
+            value = first ? head[i] * c - head[partner] * s : head[i] * c + head[partner] * s;
+        }
+        dst[i] = value;
+    }
+}
+
+__global__ void head_rmsnorm_silu_gate_kernel(float* y, const float* z, int64_t z_stride, const float* weight,
+                                              int64_t heads, int64_t head_dim, float eps) {
+    __shared__ float shared[32];
+    const int64_t t = blockIdx.x / heads, h = blockIdx.x % heads;
+    float* row = y + (t * heads + h) * head_dim;
+    const float* gate = z + t * z_stride + h * head_dim;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) sum += row[i] * row[i];
+    const float inv = rsqrtf(block_sum(sum, shared) / float(head_dim) + eps);
+    for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) row[i] = weight[i] * (row[i] * inv) * silu(gate[i]);
+}
+
+__global__ void sigmoid_gate_heads_kernel(float* y, const float* gate, int64_t gate_row_stride,
+                                          int64_t gate_head_stride, int64_t n, int64_t heads, int64_t head_dim) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n * heads * head_dim) return;
+    const int64_t t = i / (heads * head_dim), h = (i / head_dim) % heads, d = i % head_dim;
+    y[i] *= sigmoid(gate[t * gate_row_stride + h * gate_head_stride + d]);
+}
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out, cudaStream_t stream) {
+    if (n == 0) return;
+    rmsnorm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, dim, eps, out);
+    DUET_CUDA_CHECK_LAUNCH("rmsnorm_kernel");
+}
+
+void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
+                         int64_t groups, float eps, cudaStream_t stream) {
+    if (n == 0) return;
+    gated_group_rmsnorm_kernel<<<static_cast<unsigned>(n * groups), kThreads, 0, stream>>>(y, z, z_stride, weight,
+                                                                                            dim, groups, eps);
+    DUET_CUDA_CHECK_LAUNCH("gated_group_rmsnorm_kernel");
+}
+
+void head_rmsnorm_rope(const HeadNormRopeArgs& args, cudaStream_t stream) {
+    if (args.n * args.heads == 0) return;
+    require(args.rotary_dim >= 0 && args.rotary_dim <= args.head_dim && args.rotary_dim % 2 == 0,
+            "head_rmsnorm_rope: rotary_dim ", args.rotary_dim, " must be even and at most head_dim ", args.head_dim);
+    head_rmsnorm_rope_kernel<<<static_cast<unsigned>(args.n * args.heads), kThreads,
+                               static_cast<size_t>(args.head_dim) * sizeof(float), stream>>>(args);
+    DUET_CUDA_CHECK_LAUNCH("head_rmsnorm_rope_kernel");
+}
+
+void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
+                            int64_t heads, int64_t head_dim, float eps, cudaStream_t stream) {
+    if (n * heads == 0) return;
+    head_rmsnorm_silu_gate_kernel<<<static_cast<unsigned>(n * heads), kThreads, 0, stream>>>(y, z, z_stride, weight,
+                                                                                              heads, head_dim, eps);
+    DUET_CUDA_CHECK_LAUNCH("head_rmsnorm_silu_gate_kernel");
+}
+
+void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
+                        int64_t heads, int64_t head_dim, cudaStream_t stream) {
+    const int64_t count = n * heads * head_dim;
+    if (count == 0) return;
+    sigmoid_gate_heads_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(
+        y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim);
+    DUET_CUDA_CHECK_LAUNCH("sigmoid_gate_heads_kernel");
+}
+
+}  // namespace duet::cuda

@@ -1,0 +1,306 @@
+// The CUDA backend against the CPU backend, op by op, on random inputs: every op the models call,
+// with the states they update. The CPU kernels are themselves checked against double references
+// (tests/test_cpu_ops*.cpp), so agreement here carries that check over to the GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "base/half.h"
+#include "base/thread_pool.h"
+#include "cuda_test_support.h"
+
+namespace duet {
+namespace {
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return INFINITY;
+    double diff = 0.0, ref = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+        diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
+        ref = std::max(ref, std::fabs(double(b[i])));
+    }
+    return ref > 0 ? diff / ref : diff;
+}
+
+std::vector<float> random_values(std::mt19937& rng, size_t count, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(count);
+    for (float& x : v) {
+        do x = dist(rng);
+        while (x == 0.0f);
+    }
+    return v;
+}
+
+std::vector<uint16_t> random_bf16(std::mt19937& rng, size_t count, float range) {
+    std::vector<uint16_t> v;
+    for (float x : random_values(rng, count, -range, range)) v.push_back(f32_to_bf16(x));
+    return v;
+}
+
+// Runs the same op on both backends: inputs are copied into each backend's memory, `op` is called
+// with the backend and its copies, and the copies are read back for comparison.
+class CudaBackendOps : public cuda::testing::DeviceTest {
+protected:
+    void SetUp() override {
+        DeviceTest::SetUp();
+        if (IsSkipped()) return;
+        gpu_ = make_cuda_backend();
+    }
+
+    template <typename Op>
+    void expect_same(std::vector<std::vector<float>> tensors, const std::vector<size_t>& outputs, Op op,
+                     double tolerance, const char* what) {
+        std::vector<std::vector<float>> results[2];
+        Backend* backends[2] = {cpu_.get(), gpu_.get()};
+        for (int which = 0; which < 2; ++which) {
+            Backend& b = *backends[which];
+            std::vector<Buffer> buffers;
+            std::vector<float*> pointers;
+            for (const auto& t : tensors) {
+                buffers.push_back(b.alloc(t.size()));
+                b.upload(buffers.back().data(), t.data(), t.size());
+                pointers.push_back(buffers.back().data());
+            }
+            op(b, pointers);
+            for (size_t i : outputs) {
+                std::vector<float> host(tensors[i].size());
+                b.download(host.data(), buffers[i].data(), host.size());
+                results[which].push_back(host);
+            }
+        }
+        for (size_t i = 0; i < outputs.size(); ++i) {
+            EXPECT_LE(relative_error(results[1][i], results[0][i]), tolerance) << what << ", output " << i;
+        }
+    }
+
+    std::mt19937 rng_{2024};
+    ThreadPool pool_{2};
+    std::unique_ptr<Backend> cpu_ = make_cpu_backend(&pool_);
+    std::unique_ptr<Backend> gpu_;
+};
+
+TEST_F(CudaBackendOps, MatmulBf16AndF32ForFewAndManyTokens) {
+    for (int64_t n : {1, 3, 9, 40}) {
+        for (bool bf16 : {true, false}) {
+            const int64_t rows = 67, cols = 200;
+            const std::vector<uint16_t> w16 = random_bf16(rng_, rows * cols, 0.1f);
+            const std::vector<float> w32 = random_values(rng_, rows * cols, -0.1f, 0.1f);
+            const MatrixView w = bf16 ? MatrixView{DType::BF16, rows, cols, w16.data()}
+                                      : MatrixView{DType::F32, rows, cols, w32.data()};
+            expect_same({random_values(rng_, n * cols), std::vector<float>(n * rows)}, {1},
+                        [&](Backend& b, std::vector<float*> p) { b.matmul(w, p[0], n, p[1]); }, 1e-5,
+                        bf16 ? "bf16 matmul" : "f32 matmul");
+        }
+    }
+}
+
+TEST_F(CudaBackendOps, EmbeddingsNormsAndElementwise) {
+    const int64_t n = 5, dim = 96, vocab = 40;
+    const std::vector<uint16_t> table = random_bf16(rng_, vocab * dim, 1.0f);
+    const MatrixView view{DType::BF16, vocab, dim, table.data()};
+    const std::vector<int32_t> ids = {3, 39, 0, 7, 3};
+    const std::vector<int32_t> bag = {1, -1, 5, 6, -1, -1, 38, 2, 0, 0};
+    const std::vector<float> scale = {1.0f, 0.5f, 2.0f, 1.0f, 0.25f};
+    const std::vector<float> weight = random_values(rng_, dim, 0.5f, 1.5f);
+    expect_same({std::vector<float>(n * dim)}, {0}, [&](Backend& b, std::vector<float*> p) {
+        b.embed(view, ids.data(), n, p[0]);
+        b.sum_embeddings(view, bag.data(), 2, n, true, scale.data(), p[0]);
+    }, 1e-6, "embeddings");
+    expect_same({random_values(rng_, n * dim, -3, 3), std::vector<float>(n * dim)}, {1},
+                [&](Backend& b, std::vector<float*> p) { b.rmsnorm(p[0], weight.data(), n, dim, 1e-6f, p[1]); }, 1e-5,
+                "rmsnorm");
+    expect_same({random_values(rng_, n * dim), random_values(rng_, n * dim)}, {0, 1},
+                [&](Backend& b, std::vector<float*> p) {
+                    b.add(p[0], p[1], n * dim);
+                    b.scale(p[0], 0.75f, n * dim);
+                    b.silu_mul(p[0], p[1], n * dim);
+                    b.relu2(p[1], n * dim);
+                },
+                1e-6, "element-wise");
+    const std::vector<float> group_weight = random_values(rng_, dim, 0.5f, 1.5f);
+    expect_same({random_values(rng_, n * dim), random_values(rng_, n * 2 * dim)}, {0},
+                [&](Backend& b, std::vector<float*> p) {
+                    b.gated_group_rmsnorm(p[0], p[1], 2 * dim, group_weight.data(), n, dim, 4, 1e-5f);
+                },
+                1e-5, "gated group rmsnorm");
+}
+
+TEST_F(CudaBackendOps, HeadNormRopeGatesBothStyles) {
+    const int64_t n = 4, heads = 3, hd = 32;
+    const std::vector<float> w = random_values(rng_, hd, 0.5f, 1.5f);
+    for (RopeStyle style : {RopeStyle::RotateHalf, RopeStyle::Interleaved}) {
+        expect_same({random_values(rng_, n * heads * 2 * hd, -2, 2), std::vector<float>(n * heads * hd)}, {1},
+                    [&](Backend& b, std::vector<float*> p) {
+                        HeadNormRopeArgs a;
+                        a.n = n;
+                        a.heads = heads;
+                        a.head_dim = hd;
+                        a.x = p[0];
+                        a.x_row_stride = heads * 2 * hd;
+                        a.x_head_stride = 2 * hd;
+                        a.norm_weight = w.data();
+                        a.eps = 1e-6f;
+                        a.pos = 17;
+                        a.rotary_dim = 16;
+                        a.theta = 1e7f;
+                        a.style = style;
+                        a.out = p[1];
+                        a.out_row_stride = heads * hd;
+                        b.head_rmsnorm_rope(a);
+                    },
+                    1e-5, "head rmsnorm rope");
+    }
+    expect_same({random_values(rng_, n * heads * hd), random_values(rng_, n * heads * 2 * hd)}, {0},
+                [&](Backend& b, std::vector<float*> p) {
+                    b.head_rmsnorm_silu_gate(p[0], p[1], heads * 2 * hd, w.data(), n, heads, hd, 1e-6f);
+                    b.sigmoid_gate_heads(p[0], p[1] + hd, heads * 2 * hd, 2 * hd, n, heads, hd);
+                },
+                1e-5, "head gates");
+}
+
+TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
+    const int64_t n = 6, channels = 70, kernel = 4;
+    const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels);
+    expect_same({random_values(rng_, n * (channels + 3)), random_values(rng_, (kernel - 1) * channels),
+                 std::vector<float>(n * channels), std::vector<float>(n * (kernel - 1) * channels)},
+                {1, 2, 3},
+                [&](Backend& b, std::vector<float*> p) {
+                    b.causal_conv1d_silu(p[0], channels + 3, n, channels, taps.data(), bias.data(), kernel, p[1], p[2],
+                                         p[3]);
+                },
+                1e-5, "conv");
+
+    const int64_t heads = 4, hd = 8, groups = 2, ns = 16, width = heads * hd + 2 * groups * ns;
+    const std::vector<float> dt_bias = random_values(rng_, heads), a = random_values(rng_, heads, -2.0f, -0.5f),
+                             d = random_values(rng_, heads);
+    expect_same({random_values(rng_, n * width), random_values(rng_, n * heads), random_values(rng_, heads * hd * ns),
+                 std::vector<float>(n * heads * hd), std::vector<float>(n * heads * hd * ns)},
+                {2, 3, 4},
+                [&](Backend& b, std::vector<float*> p) {
+                    SsmScanArgs s;
+                    s.n = n;
+                    s.heads = heads;
+                    s.head_dim = hd;
+                    s.groups = groups;
+                    s.state_size = ns;
+                    s.x = p[0];
+                    s.x_stride = width;
+                    s.dt = p[1];
+                    s.dt_stride = heads;
+                    s.dt_bias = dt_bias.data();
+                    s.a = a.data();
+                    s.d = d.data();
+                    s.dt_min = 0.001f;
+                    s.dt_max = 0.5f;
+                    s.state = p[2];
+                    s.y = p[3];
+                    s.state_history = p[4];
+                    b.ssm_scan(s);
+                },
+                1e-5, "ssm scan");
+}
+
+TEST_F(CudaBackendOps, AttentionOverACacheWithGqa) {
+    const int64_t n = 3, pos = 9, heads = 4, kv = 2, hd = 16, cap = 16;
+    expect_same({random_values(rng_, n * heads * hd), random_values(rng_, cap * kv * hd),
+                 random_values(rng_, cap * kv * hd), std::vector<float>(n * heads * hd)},
+                {3},
+                [&](Backend& b, std::vector<float*> p) {
+                    AttentionArgs a;
+                    a.n = n;
+                    a.pos = pos;
+                    a.heads = heads;
+                    a.kv_heads = kv;
+                    a.head_dim = hd;
+                    a.scale = 0.25f;
+                    a.q = p[0];
+                    a.k_cache = p[1];
+                    a.v_cache = p[2];
+                    a.out = p[3];
+                    b.attention(a);
+                },
+                1e-5, "attention");
+}
+
+TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
+    const int64_t kh = 2, vh = 4, dk = 16, dv = 16, width = 2 * kh * dk + vh * dv;
+    const std::vector<float> neg = random_values(rng_, vh, -3.0f, -0.5f), dt_bias = random_values(rng_, vh);
+    for (int64_t n : {1, 70}) {
+        expect_same({random_values(rng_, n * width), random_values(rng_, n * vh), random_values(rng_, n * vh),
+                     random_values(rng_, vh * dk * dv, -0.1f, 0.1f), std::vector<float>(n * vh * dv)},
+                    {3, 4},
+                    [&](Backend& b, std::vector<float*> p) {
+                        GatedDeltaArgs g;
+                        g.n = n;
+                        g.k_heads = kh;
+                        g.v_heads = vh;
+                        g.k_dim = dk;
+                        g.v_dim = dv;
+                        g.qkv = p[0];
+                        g.qkv_stride = width;
+                        g.a = p[1];
+                        g.a_stride = vh;
+                        g.b = p[2];
+                        g.b_stride = vh;
+                        g.neg_exp_a_log = neg.data();
+                        g.dt_bias = dt_bias.data();
+                        g.state = p[3];
+                        g.out = p[4];
+                        g.chunk = n > 1 ? 64 : 0;
+                        b.gated_delta_rule(g);
+                    },
+                    1e-4, n == 1 ? "delta rule, one token" : "delta rule, chunked on the CPU");
+    }
+}
+
+TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
+    const int64_t hidden = 48, inter = 24, experts = 8, n = 5;
+    std::vector<std::vector<uint16_t>> store;
+    auto matrix = [&](int64_t rows, int64_t cols) {
+        store.push_back(random_bf16(rng_, rows * cols, 0.3f));
+        return MatrixView{DType::BF16, rows, cols, store.back().data()};
+    };
+    store.reserve(64);
+    const std::vector<float> bias = random_values(rng_, experts, -0.1f, 0.1f);
+    MoeWeights relu;
+    relu.router = matrix(experts, hidden);
+    relu.score_bias = bias.data();
+    for (int e = 0; e < experts; ++e) {
+        relu.up.push_back(matrix(inter, hidden));
+        relu.down.push_back(matrix(hidden, inter));
+    }
+    relu.shared_up = matrix(inter, hidden);
+    relu.shared_down = matrix(hidden, inter);
+    MoeRouting routing;
+    routing.top_k = 2;
+    routing.groups = 4;
+    routing.groups_kept = 2;
+    routing.scale = 2.5f;
+    expect_same({random_values(rng_, n * hidden), std::vector<float>(n * hidden)}, {1},
+                [&](Backend& b, std::vector<float*> p) { b.moe_relu2(p[0], n, relu, routing, p[1]); }, 1e-5,
+                "relu2 experts");
+
+    SwigluMoeWeights swiglu;
+    swiglu.router = matrix(experts, hidden);
+    for (int e = 0; e < experts; ++e) {
+        swiglu.gate.push_back(matrix(inter, hidden));
+        swiglu.up.push_back(matrix(inter, hidden));
+        swiglu.down.push_back(matrix(hidden, inter));
+    }
+    swiglu.shared_gate = matrix(inter, hidden);
+    swiglu.shared_up = matrix(inter, hidden);
+    swiglu.shared_down = matrix(hidden, inter);
+    swiglu.shared_expert_gate = matrix(1, hidden);
+    expect_same({random_values(rng_, n * hidden), std::vector<float>(n * hidden)}, {1},
+                [&](Backend& b, std::vector<float*> p) { b.moe_swiglu(p[0], n, swiglu, 3, true, p[1]); }, 1e-5,
+                "swiglu experts");
+}
+
+}  // namespace
+}  // namespace duet

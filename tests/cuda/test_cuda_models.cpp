@@ -1,0 +1,113 @@
+// Every model's fixture checks again with the CUDA backend, at the same tolerances: Nemotron-H
+// (plain and speculative), Qwen3.5-MoE, and Drama 3's prefill trace and greedy frames.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "base/thread_pool.h"
+#include "causal_lm_fixture.h"
+#include "cuda_test_support.h"
+#include "models/drama3/model.h"
+#include "models/drama3/speaker.h"
+#include "models/nemotron_h/model.h"
+#include "models/nemotron_h/speculative.h"
+#include "models/qwen35_moe/model.h"
+
+namespace duet {
+namespace {
+
+using testing::fixture_dir;
+using testing::kFixtureTolerance;
+using testing::read_i32;
+using testing::relative_error;
+
+class CudaModels : public cuda::testing::DeviceTest {
+protected:
+    void SetUp() override {
+        DeviceTest::SetUp();
+        if (!IsSkipped()) backend_ = make_cuda_backend();
+    }
+    static Checkpoint expected(const std::string& fixture) {
+        return Checkpoint::open(fixture_dir(fixture) + "/expected.safetensors");
+    }
+    std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(CudaModels, NemotronHBothLayoutsPrefillGreedyAndSpeculative) {
+    for (const char* fixture : {"nemotron_h_tiny", "nemotron_h_tiny_transcribe_layout"}) {
+        SCOPED_TRACE(fixture);
+        const nemotron_h::Model model = nemotron_h::Model::load(fixture_dir(fixture));
+        const Checkpoint ref = expected(fixture);
+        testing::expect_prefill_matches(model, *backend_, ref, static_cast<int64_t>(model.config().layers.size()),
+                                        model.config().hidden);
+        testing::expect_greedy_matches(model, *backend_, ref);
+        nemotron_h::State state = model.new_state(*backend_, 64);
+        nemotron_h::MtpDrafter drafter(model);
+        const std::vector<int32_t> greedy = read_i32(ref.get("greedy_ids"));
+        EXPECT_EQ(nemotron_h::speculative_greedy(model, *backend_, state, read_i32(ref.get("input_ids")),
+                                                 static_cast<int64_t>(greedy.size()), drafter)
+                      .ids,
+                  greedy);
+    }
+}
+
+TEST_F(CudaModels, Qwen35MoePrefillAndGreedy) {
+    const qwen35_moe::Model model = qwen35_moe::Model::load(fixture_dir("qwen35_moe_tiny"));
+    const Checkpoint ref = expected("qwen35_moe_tiny");
+    testing::expect_prefill_matches(model, *backend_, ref, static_cast<int64_t>(model.config().layers.size()),
+                                    model.config().hidden);
+    testing::expect_greedy_matches(model, *backend_, ref);
+}
+
+TEST_F(CudaModels, Drama3PrefillTraceAndGreedyFrames) {
+    const drama3::Model model = drama3::Model::load(fixture_dir("drama3_tiny"));
+    const Checkpoint ref = expected("drama3_tiny");
+    text::FrameRows prompt(static_cast<int>(model.config().tower.num_codebooks));
+    const std::vector<int32_t> values = read_i32(ref.get("prompt_frames"));
+    for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
+        prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
+    }
+    drama3::Speaker speaker(model, *backend_, 64);
+    drama3::PrefillTrace trace;
+    speaker.feed(prompt, &trace);
+    EXPECT_LE(relative_error(trace.input_rows, read_f32(ref.get("backbone_input_rows"))), kFixtureTolerance);
+    EXPECT_LE(relative_error(trace.main_logits, read_f32(ref.get("prefill_main_logits"))), kFixtureTolerance);
+    EXPECT_LE(relative_error(trace.head_logits, read_f32(ref.get("prefill_head_logits"))), kFixtureTolerance);
+
+    drama3::FrameSampling greedy;
+    greedy.params.temperature = 0.0f;
+    std::vector<drama3::FrameTrace> traces;
+    const std::vector<int32_t> frames = read_i32(ref.get("greedy_frames"));
+    const drama3::SpokenFrames out =
+        drama3::speak_frames(speaker, greedy, static_cast<int64_t>(frames.size()) / prompt.width(), {}, &traces);
+    EXPECT_EQ(out.frames.values(), frames);
+    const std::vector<float> heads = read_f32(ref.get("step_head_logits"));
+    const size_t per_frame = heads.size() / traces.size();
+    for (size_t g = 0; g < traces.size(); ++g) {
+        EXPECT_LE(relative_error(traces[g].head_logits.data(), heads.data() + g * per_frame, per_frame),
+                  kFixtureTolerance)
+            << "frame " << g;
+    }
+}
+
+// The same seed draws the same frames on both backends (the counter-based generator).
+TEST_F(CudaModels, Drama3SampledFramesMatchTheCpu) {
+    const drama3::Model model = drama3::Model::load(fixture_dir("drama3_tiny"));
+    const std::vector<int32_t> values = read_i32(expected("drama3_tiny").get("prompt_frames"));
+    text::FrameRows prompt(static_cast<int>(model.config().tower.num_codebooks));
+    for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
+        prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
+    }
+    auto run = [&](Backend& backend) {
+        drama3::Speaker speaker(model, backend, 64);
+        speaker.feed(prompt);
+        drama3::FrameSampling sampling;
+        sampling.params.seed = 9;
+        return drama3::speak_frames(speaker, sampling, 20).frames.values();
+    };
+    ThreadPool pool(2);
+    const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
+    EXPECT_EQ(run(*backend_), run(*cpu));
+}
+
+}  // namespace
+}  // namespace duet
