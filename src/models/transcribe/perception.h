@@ -63,6 +63,7 @@ public:
     static Perception from_tensors(const PerceptionConfig& config, std::shared_ptr<const TensorSet> tensors);
 
     const PerceptionConfig& config() const { return config_; }
+    const PerceptionWeights& weights() const { return weights_; }
     size_t tensor_bytes() const { return tensor_bytes_; }
 
     // Audio tokens for `samples` samples: ceil(floor(samples / hop) / stacking).

@@ -5,7 +5,8 @@
 //
 // After a window, its frames join the FIFO; when the FIFO outgrows its length, its oldest frames move
 // to the cache, and a cache longer than its length is compressed: the frames that best represent
-// each speaker are kept in arrival order, padded with the learned silence embedding.
+// each speaker are kept, grouped by speaker slot and in arrival order within a slot, each slot's
+// frames followed by the learned silence embedding.
 #pragma once
 
 #include <cstdint>
