@@ -41,18 +41,9 @@ void expect_load_error(const std::string& dir, const std::vector<std::string>& n
     }
 }
 
-struct CliResult {
-    int exit_code;
-    std::string out, err;
-};
+using duet::testing::CliResult;
 
-CliResult run_cli(const std::string& arguments) {
-    TempDir tmp("cli");
-    const std::string command =
-        std::string(DUET_BINARY) + " " + arguments + " >" + tmp.file("out") + " 2>" + tmp.file("err");
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, duet::testing::read_bytes(tmp.file("out")), duet::testing::read_bytes(tmp.file("err"))};
-}
+CliResult run_cli(const std::string& arguments) { return duet::testing::run_duet(arguments); }
 
 class BadInput : public ::testing::Test {
 protected:

@@ -201,8 +201,11 @@ std::vector<double> head_norm_rope_reference(const std::vector<float>& x, int64_
             std::copy(v.begin(), v.end(), dst);
             for (int64_t i = 0; i < half; ++i) {
                 const double angle = double(a.pos + t) / std::pow(double(a.theta), 2.0 * i / a.rotary_dim);
-                dst[i] = v[i] * std::cos(angle) - v[i + half] * std::sin(angle);
-                dst[i + half] = v[i + half] * std::cos(angle) + v[i] * std::sin(angle);
+                // The pair rotated together: (i, i + d/2) for rotate-half, (2i, 2i + 1) interleaved.
+                const int64_t first = a.style == RopeStyle::RotateHalf ? i : 2 * i;
+                const int64_t second = a.style == RopeStyle::RotateHalf ? i + half : 2 * i + 1;
+                dst[first] = v[first] * std::cos(angle) - v[second] * std::sin(angle);
+                dst[second] = v[second] * std::cos(angle) + v[first] * std::sin(angle);
             }
         }
     }
@@ -215,10 +218,12 @@ TEST(CpuOpsGatedAttention, HeadNormRopeMatchesReference) {
     };
     ThreadPool pool(2);
     std::mt19937 rng(600);
+    for (RopeStyle style : {RopeStyle::RotateHalf, RopeStyle::Interleaved})
     for (Shape s : {Shape{1, 1, 8, 0, 0}, Shape{3, 4, 32, 8, 5}, Shape{70, 4, 32, 8, 0}, Shape{5, 2, 16, 16, 100},
                     Shape{200, 16, 64, 16, 37}}) {
         SCOPED_TRACE("n=" + std::to_string(s.n) + " heads=" + std::to_string(s.heads) +
-                     " rotary=" + std::to_string(s.rotary_dim));
+                     " rotary=" + std::to_string(s.rotary_dim) +
+                     (style == RopeStyle::Interleaved ? " interleaved" : " rotate-half"));
         // Heads interleaved with a same-sized gate, as in q_proj's output.
         const int64_t head_stride = 2 * s.head_dim, row_stride = s.heads * head_stride + 1;
         const std::vector<float> x = random_strided_rows(rng, s.n, row_stride - 1, row_stride, -3.0f, 3.0f);
@@ -235,6 +240,7 @@ TEST(CpuOpsGatedAttention, HeadNormRopeMatchesReference) {
         a.pos = s.pos;
         a.rotary_dim = s.rotary_dim;
         a.theta = 1e7f;
+        a.style = style;
         a.out_row_stride = s.heads * s.head_dim;
         std::vector<float> serial(static_cast<size_t>(s.n * s.heads * s.head_dim)), pooled(serial.size());
         a.out = serial.data();
@@ -446,6 +452,56 @@ TEST(CpuOpsMoeSwiglu, MatchesDenseReference) {
         EXPECT_LE(relative_error(serial, expected), kTolerance);
         EXPECT_TRUE(bit_identical(serial, pooled));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element-wise backend ops
+
+TEST(CpuOpsElementwise, ScaleAndSiluMulMatchReference) {
+    std::mt19937 rng(900);
+    const std::unique_ptr<Backend> backend = make_cpu_backend(nullptr);
+    const int64_t count = 1000;
+    std::vector<float> x = random_values(rng, count, -4.0f, 4.0f), up = random_values(rng, count, -2.0f, 2.0f);
+    std::vector<double> scaled(x.size()), product(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        scaled[i] = double(x[i]) * 0.375;
+        product[i] = double(x[i]) / (1.0 + std::exp(-double(x[i]))) * up[i];
+    }
+    std::vector<float> y = x;
+    backend->scale(y.data(), 0.375f, count);
+    EXPECT_LE(relative_error(y, scaled), 1e-7);
+    y = x;
+    backend->silu_mul(y.data(), up.data(), count);
+    EXPECT_LE(relative_error(y, product), 1e-6);
+}
+
+TEST(CpuOpsElementwise, SumEmbeddingsSkipsNegativeIdsAndScalesRows) {
+    std::mt19937 rng(901);
+    const std::unique_ptr<Backend> backend = make_cpu_backend(nullptr);
+    const int64_t rows = 12, width = 7, n = 3, per_row = 2;
+    const std::vector<float> table = random_values(rng, rows * width);
+    const MatrixView view{DType::F32, rows, width, table.data()};
+    const std::vector<int32_t> ids = {4, 11, -1, -1, 0, 4};
+    const std::vector<float> scale = {0.5f, 2.0f, 1.0f};
+    const std::vector<float> start = random_values(rng, n * width);
+    for (bool accumulate : {false, true}) {
+        std::vector<double> expected(static_cast<size_t>(n * width));
+        for (int64_t t = 0; t < n; ++t) {
+            for (int64_t i = 0; i < width; ++i) {
+                double sum = accumulate ? start[t * width + i] : 0.0;
+                for (int64_t j = 0; j < per_row; ++j) {
+                    if (ids[t * per_row + j] >= 0) sum += table[ids[t * per_row + j] * width + i];
+                }
+                expected[t * width + i] = sum * scale[t];
+            }
+        }
+        std::vector<float> out = start;
+        backend->sum_embeddings(view, ids.data(), per_row, n, accumulate, scale.data(), out.data());
+        EXPECT_LE(relative_error(out, expected), 1e-7) << (accumulate ? "accumulating" : "fresh");
+    }
+    const std::vector<int32_t> bad = {12};
+    std::vector<float> out(width);
+    EXPECT_THROW(backend->sum_embeddings(view, bad.data(), 1, 1, false, nullptr, out.data()), Error);
 }
 
 }  // namespace

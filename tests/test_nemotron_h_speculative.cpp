@@ -2,6 +2,8 @@
 // greedy output token for token, and the state ends where plain decoding leaves it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/backend.h"
 #include "base/thread_pool.h"
 #include "models/generate.h"
@@ -23,7 +25,8 @@ public:
         : model_(model), state_(model.new_state(backend, 256)), wrong_(wrong) {
         model_.forward(backend, state_, std::span<const int32_t>(&first_token, 1), false);
     }
-    int32_t extend(Backend& backend, State&, std::span<const float>, std::span<const int32_t> next_ids) override {
+    int32_t extend(Backend& backend, State&, std::span<const float>, std::span<const int32_t> next_ids,
+                   std::span<const EmbeddingPatch>) override {
         const std::vector<float> logits = model_.forward(backend, state_, next_ids, false);
         const int32_t best = argmax(logits.data(), model_.vocab());
         return wrong_ ? (best + 1) % static_cast<int32_t>(model_.vocab()) : best;
@@ -109,6 +112,59 @@ TEST_P(NemotronHSpeculative, RollBackRestoresTheStateExactly) {
     }
 }
 
+// Embedding patches (audio rows over placeholders) and a stop token: speculation still equals plain
+// greedy decoding, a patch holding a token's own embedding changes nothing, and other rows do.
+TEST_P(NemotronHSpeculative, PatchedPromptsAndStopTokensMatchPlainDecoding) {
+    const std::vector<int32_t> prompt = random_prompt(14, 21);
+    const int64_t hidden = model_.config().hidden;
+    std::vector<float> rows(static_cast<size_t>(5 * hidden));
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = 0.05f * static_cast<float>((i * 37) % 41) - 1.0f;
+    const EmbeddingPatch patch{3, 5, rows.data()};
+    auto decode = [&](std::span<const EmbeddingPatch> patches, int32_t stop, bool speculative) {
+        State state = model_.new_state(*backend_, 256);
+        const DecodeRequest request{prompt, patches, 20, stop};
+        if (!speculative) return greedy_decode(model_, *backend_, state, request).ids;
+        MtpDrafter drafter(model_);
+        return speculative_greedy(model_, *backend_, state, request, drafter).ids;
+    };
+    const std::vector<int32_t> patched = decode({&patch, 1}, -1, false);
+    EXPECT_EQ(decode({&patch, 1}, -1, true), patched);
+    EXPECT_NE(patched, plain(prompt, 20));
+
+    // The embedding table's own rows as a patch: the same as no patch.
+    std::vector<float> own(static_cast<size_t>(5 * hidden));
+    backend_->embed(model_.weights().embed, prompt.data() + 3, 5, own.data());
+    const EmbeddingPatch same{3, 5, own.data()};
+    EXPECT_EQ(decode({&same, 1}, -1, false), plain(prompt, 20));
+
+    // A patch on the first position (whose row the draft never reads) and a stop token.
+    const EmbeddingPatch first{0, 2, rows.data()};
+    const std::vector<int32_t> full = decode({&first, 1}, -1, false);
+    EXPECT_EQ(decode({&first, 1}, -1, true), full);
+    const int32_t stop = full[6];
+    const size_t stop_at = static_cast<size_t>(std::find(full.begin(), full.end(), stop) - full.begin());
+    const std::vector<int32_t> until(full.begin(), full.begin() + stop_at + 1);
+    EXPECT_EQ(decode({&first, 1}, stop, false), until);
+    EXPECT_EQ(decode({&first, 1}, stop, true), until);
+
+    const EmbeddingPatch outside{12, 5, rows.data()};
+    EXPECT_THROW(decode({&outside, 1}, -1, false), Error);
+}
+
+// The draft reads each prompt position with the id that follows it: a patch moves back one place.
+TEST(NemotronHDraftPatches, FallOnTheFollowingPositions) {
+    const float rows[8] = {};
+    const EmbeddingPatch patches[] = {{0, 2, rows}, {3, 1, rows + 4}, {0, 1, rows}};
+    const std::vector<EmbeddingPatch> shifted = patches_on_followers(patches, 2);
+    ASSERT_EQ(shifted.size(), 2u);
+    EXPECT_EQ(shifted[0].first, 0);
+    EXPECT_EQ(shifted[0].count, 1);
+    EXPECT_EQ(shifted[0].rows, rows + 2);
+    EXPECT_EQ(shifted[1].first, 2);
+    EXPECT_EQ(shifted[1].count, 1);
+    EXPECT_EQ(shifted[1].rows, rows + 4);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothLayouts, NemotronHSpeculative,
                          ::testing::Values("nemotron_h_tiny", "nemotron_h_tiny_transcribe_layout"));
 
@@ -138,12 +194,10 @@ namespace duet::nemotron_h {
 namespace {
 
 std::string run_generate(const std::string& arguments, std::string* err) {
-    duet::testing::TempDir tmp("speculative-cli");
-    const std::string command = std::string(DUET_BINARY) + " generate " + arguments + " >" + tmp.file("out") +
-                                " 2>" + tmp.file("err");
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    *err = duet::testing::read_bytes(tmp.file("err"));
-    return duet::testing::read_bytes(tmp.file("out"));
+    const duet::testing::CliResult result = duet::testing::run_duet("generate " + arguments);
+    EXPECT_EQ(result.exit_code, 0) << arguments << "\n" << result.err;
+    *err = result.err;
+    return result.out;
 }
 
 TEST(NemotronHSpeculativeCli, SameIdsWithStatsOnStderrAndPlainDecodingWithoutADraftModule) {

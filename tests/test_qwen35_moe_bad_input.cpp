@@ -141,11 +141,9 @@ TEST_F(Qwen35MoeBadInput, NoEmbeddingTable) {
 
 TEST_F(Qwen35MoeBadInput, CliExitsNonZeroWithOneLine) {
     write_config(config_with("\"num_attention_heads\": 4", "\"num_attention_heads\": 8"));
-    TempDir tmp("qwen-cli");
-    const std::string command = std::string(DUET_BINARY) + " info --model " + dir_.path() + " >" + tmp.file("out") +
-                                " 2>" + tmp.file("err");
-    EXPECT_NE(std::system(command.c_str()), 0);
-    const std::string err = duet::testing::read_bytes(tmp.file("err"));
+    const duet::testing::CliResult result = duet::testing::run_duet("info --model " + dir_.path());
+    EXPECT_NE(result.exit_code, 0);
+    const std::string& err = result.err;
     EXPECT_NE(err.find("q_proj.weight' has shape [256, 64]"), std::string::npos) << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }

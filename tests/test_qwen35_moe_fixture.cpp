@@ -230,13 +230,11 @@ TEST_F(Qwen35MoeFixture, RegistryAndCliRunTheCheckpoint) {
 
     std::string ids;
     for (size_t i = 0; i < prompt_.size(); ++i) ids += (i ? "," : "") + std::to_string(prompt_[i]);
-    duet::testing::TempDir tmp("qwen-cli");
-    const std::string command = std::string(DUET_BINARY) + " generate --model " + dir_ + " --ids " + ids +
-                                " -n 10 >" + tmp.file("out") + " 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << duet::testing::read_bytes(tmp.file("out"));
+    const duet::testing::CliResult result = duet::testing::run_duet("generate --model " + dir_ + " --ids " + ids + " -n 10");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
     std::string expected_line;
     for (size_t i = 0; i < greedy.size(); ++i) expected_line += (i ? " " : "") + std::to_string(greedy[i]);
-    EXPECT_EQ(duet::testing::read_bytes(tmp.file("out")), expected_line + "\n");
+    EXPECT_EQ(result.out, expected_line + "\n");
 }
 
 TEST(Qwen35MoePresets, TinyPresetRunsWithRandomWeights) {

@@ -11,7 +11,9 @@
 #include <iterator>
 #include <string>
 #include <vector>
+#include <cstdlib>
 #include <cstring>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -88,5 +90,20 @@ public:
 private:
     std::filesystem::path path_;
 };
+
+// What a run of the duet binary printed and how it exited.
+struct CliResult {
+    int exit_code = 0;
+    std::string out, err;
+};
+
+// Runs `duet ARGUMENTS` (a shell-quoted string) and collects its output.
+inline CliResult run_duet(const std::string& arguments) {
+    TempDir tmp("cli");
+    const std::string command =
+        std::string(DUET_BINARY) + " " + arguments + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, read_bytes(tmp.file("out")), read_bytes(tmp.file("err"))};
+}
 
 }  // namespace duet::testing

@@ -90,7 +90,10 @@ struct GatedDeltaArgs {
     int64_t chunk = 0;
 };
 
-// Per-head RMSNorm followed by rotate-half (NeoX) RoPE on each head's leading rotary_dim values,
+// How RoPE pairs a head's values: rotate-half (NeoX: i with i + d/2) or interleaved (GPT-J: 2i with 2i + 1).
+enum class RopeStyle { RotateHalf, Interleaved };
+
+// Per-head RMSNorm followed by RoPE (rotate-half or interleaved) on each head's leading rotary_dim values,
 // token t at position pos + t. Head h of token t is read at x + t * x_row_stride + h * x_head_stride
 // and written to out + t * out_row_stride + h * head_dim (out may equal x when the layouts agree).
 struct HeadNormRopeArgs {
@@ -102,6 +105,7 @@ struct HeadNormRopeArgs {
     int64_t pos = 0;
     int64_t rotary_dim = 0;  // even, at most head_dim; 0 skips the rotation
     float theta = 0.0f;      // inv_freq[i] = 1 / theta^(2i / rotary_dim)
+    RopeStyle style = RopeStyle::RotateHalf;
     float* out = nullptr;
     int64_t out_row_stride = 0;
 };
@@ -130,12 +134,21 @@ public:
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
     // out[t] = table[ids[t]]
     virtual void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
+    // Sums of embedding rows, as speech models embed a frame's codes: out[t] = (accumulate ? out[t] : 0)
+    // + Σ_j table[ids[t * per_row + j]] over the non-negative ids, then × row_scale[t] when row_scale
+    // (host, [n]) is given.
+    virtual void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n,
+                                bool accumulate, const float* row_scale, float* out) = 0;
     // out[t] = x[t] / rms(x[t]) * weight over rows of width dim
     virtual void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) = 0;
     // acc += x
     virtual void add(float* acc, const float* x, int64_t count) = 0;
     // x = max(x, 0)²
     virtual void relu2(float* x, int64_t count) = 0;
+    // x *= factor
+    virtual void scale(float* x, float factor, int64_t count) = 0;
+    // gate = silu(gate) · up: the SwiGLU product, written over the gate
+    virtual void silu_mul(float* gate, const float* up, int64_t count) = 0;
 
     // Depthwise causal convolution with bias, then SiLU, over `channels` channels of n tokens.
     // Token t's input is x[t * x_stride + c]; `ring` holds the kernel-1 previous inputs

@@ -1,6 +1,7 @@
 // The CPU backend: every op runs at once on the calling thread and the thread pool.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/backend.h"
 #include "base/error.h"
@@ -45,6 +46,25 @@ public:
         }
     }
 
+    void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n, bool accumulate,
+                        const float* row_scale, float* out) override {
+        std::vector<float> row(static_cast<size_t>(table.cols));
+        for (int64_t t = 0; t < n; ++t) {
+            float* dst = out + t * table.cols;
+            if (!accumulate) std::fill(dst, dst + table.cols, 0.0f);
+            for (int64_t j = 0; j < per_row; ++j) {
+                const int32_t id = ids[t * per_row + j];
+                if (id < 0) continue;
+                require(id < table.rows, "embedding id ", id, " is outside the table's ", table.rows, " rows");
+                matrix_row_to_f32(table, id, row.data());
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] += row[i];
+            }
+            if (row_scale != nullptr) {
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] *= row_scale[t];
+            }
+        }
+    }
+
     void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {
         cpu::rmsnorm(x, weight, n, dim, eps, out, pool_);
     }
@@ -53,6 +73,12 @@ public:
         for (int64_t i = 0; i < count; ++i) acc[i] += x[i];
     }
 
+    void scale(float* x, float factor, int64_t count) override {
+        for (int64_t i = 0; i < count; ++i) x[i] *= factor;
+    }
+    void silu_mul(float* gate, const float* up, int64_t count) override {
+        for (int64_t i = 0; i < count; ++i) gate[i] = cpu::silu(gate[i]) * up[i];
+    }
     void relu2(float* x, int64_t count) override {
         for (int64_t i = 0; i < count; ++i) x[i] = cpu::relu2(x[i]);
     }

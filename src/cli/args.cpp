@@ -58,6 +58,19 @@ int64_t Args::integer_or(const std::string& flag, int64_t fallback, int64_t min,
     return *v;
 }
 
+double Args::number_or(const std::string& flag, double fallback, double min, double max) const {
+    auto it = values_.find(flag);
+    if (it == values_.end()) return fallback;
+    double value = 0.0;
+    const std::string& s = it->second;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !(value >= min && value <= max)) {
+        throw UsageError{flag + " is '" + s + "', expected a number in [" + std::to_string(min) + ", " +
+                         std::to_string(max) + "]"};
+    }
+    return value;
+}
+
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {
     std::vector<int32_t> ids;
     size_t start = 0;

@@ -24,6 +24,7 @@ public:
     std::string text(const std::string& flag) const;  // required
     std::string text_or(const std::string& flag, const std::string& fallback) const;
     int64_t integer_or(const std::string& flag, int64_t fallback, int64_t min, int64_t max) const;
+    double number_or(const std::string& flag, double fallback, double min, double max) const;
 
 private:
     std::map<std::string, std::string> values_;

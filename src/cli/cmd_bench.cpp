@@ -1,8 +1,6 @@
 // duet bench: prefill and decode speed of a model, printed as one JSON line, next to the memory
 // bandwidth of the same machine measured in the same run. Decode is memory-bound: its honest
 // yardstick is the weight bytes a token reads divided by its time, against what the memory gives.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -10,50 +8,20 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "cli/bench_support.h"
 #include "cli/commands.h"
-#include "kernels/cpu/bandwidth.h"
-#include "kernels/cpu/simd_level.h"
 #include "models/nemotron_h/speculative.h"
 #include "models/registry.h"
 #include "sample/greedy.h"
 
 namespace duet::cli {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-size_t physical_memory_bytes() {
-    return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-// A fixed pseudo-random prompt, the same on every machine.
-std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
-    std::vector<int32_t> ids;
-    uint64_t x = 0x2545F4914F6CDD1Dull;
-    for (int64_t i = 0; i < length; ++i) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ids.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(vocab)));
-    }
-    return ids;
-}
-
-}  // namespace
-
 int run_bench(const Argv& argv) {
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--seed",
                      "--bandwidth-mib"},
               {"--random-weights"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
+    if (arch == "drama3") return bench_drama3(args);
     const bool random = args.has("--random-weights");
     if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
     if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
@@ -66,10 +34,7 @@ int run_bench(const Argv& argv) {
     std::unique_ptr<CausalLM> model;
     if (random) {
         const std::string preset = args.text("--preset");
-        const double need = static_cast<double>(random_causal_lm_bytes(arch, preset));
-        const double have = static_cast<double>(physical_memory_bytes());
-        require(need < 0.9 * have, "preset ", preset, " needs ", need / 1e9, " GB of weights; this machine has ",
-                have / 1e9, " GB of memory");
+        require_fits_in_memory(static_cast<double>(random_causal_lm_bytes(arch, preset)), "preset " + preset);
         const auto seed = static_cast<uint64_t>(args.integer_or("--seed", 1, 0, INT64_MAX));
         model = random_causal_lm(arch, preset, seed, &rt.pool);
         source = "random:" + preset;
@@ -107,8 +72,6 @@ int run_bench(const Argv& argv) {
     for (double s : decode_s) decode_total += s;
     const double decode_mean_s = decode_total / static_cast<double>(decode_len);
 
-    const size_t bandwidth_bytes = static_cast<size_t>(args.integer_or("--bandwidth-mib", 1024, 64, 1 << 20)) << 20;
-    const cpu::BandwidthResult memory = cpu::measure_memory_bandwidth(&rt.pool, bandwidth_bytes);
     const double bytes_per_token = static_cast<double>(model->decode_weight_bytes());
     const double decode_gbs = bytes_per_token / decode_mean_s / 1e9;
 
@@ -127,9 +90,7 @@ int run_bench(const Argv& argv) {
     out.set("weights", json::Value(source));
     out.set("weight_bytes", json::Value(static_cast<int64_t>(model->tensor_bytes())));
     out.set("load_s", json::Value(load_s));
-    out.set("backend", json::Value(std::string(backend.name())));
-    out.set("simd", json::Value(std::string(cpu::simd_level_name(cpu::active_simd_level()))));
-    out.set("threads", json::Value(static_cast<int64_t>(rt.pool.size())));
+    add_runtime_figures(out, rt);
     out.set("prompt_tokens", json::Value(prompt_len));
     out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));
     out.set("prefill_tokens_per_s", json::Value(static_cast<double>(prompt_len) / median(prefill_s)));
@@ -144,11 +105,7 @@ int run_bench(const Argv& argv) {
         out.set("spec_tokens_per_pass", json::Value(spec->tokens_per_pass()));
     }
     out.set("decode_weight_bytes_per_token", json::Value(static_cast<int64_t>(bytes_per_token)));
-    out.set("decode_gbs", json::Value(decode_gbs));
-    out.set("memory_read_gbs", json::Value(memory.read_gbs));
-    out.set("memory_copy_gbs", json::Value(memory.copy_gbs));
-    out.set("decode_fraction_of_read", json::Value(decode_gbs / memory.read_gbs));
-    out.set("decode_fraction_of_copy", json::Value(decode_gbs / memory.copy_gbs));
+    add_bandwidth_figures(out, rt, args, decode_gbs);
     std::printf("%s\n", json::dump(out).c_str());
     return 0;
 }

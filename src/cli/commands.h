@@ -19,6 +19,7 @@ int run_generate(const Argv& argv);
 int run_bench(const Argv& argv);
 int run_demo(const Argv& argv);
 int run_tokenize(const Argv& argv);
+int run_speak(const Argv& argv);
 
 // The thread pool and backend every command computes with.
 struct Runtime {

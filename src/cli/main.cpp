@@ -24,6 +24,11 @@ const char* kUsage =
     "                                       prefill and decode speed as one JSON line\n"
     "  tokenize --tokenizer FILE (TEXT | --file PATH) | --decode IDS\n"
     "                                       encode text to ids on one line, or decode ids to the exact text\n"
+    "  speak    --model DIR --text \"...\" --out FRAMES.safetensors [--reference-audio-codes FILE\n"
+    "           --reference-text \"...\"] [--seed N --temperature T --top-k K --top-p P --max-frames N]\n"
+    "                                       Drama 3 text to speech: frames [G, 11] and codes [10, G]\n"
+    "           --model DIR --prompt-frames FILE --dump OUT.safetensors [--temperature 0 --max-frames N]\n"
+    "                                       checking form: frames, main_logits, head_logits of each frame\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096)\n";
 
@@ -45,6 +50,7 @@ int main(int argc, char** argv) {
         if (command == "bench") return run_bench(rest);
         if (command == "demo") return run_demo(rest);
         if (command == "tokenize") return run_tokenize(rest);
+        if (command == "speak") return run_speak(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
         std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);

@@ -24,12 +24,14 @@ std::string architecture_of(const std::string& config_path) {
     if (const json::Value* llm = root.find("llm_config"); llm != nullptr && llm->is_object()) {
         if (const json::Value* inner = llm->find("model_type")) type = inner;
     }
-    require(type != nullptr, config_path, ": no model_type (expected one of: nemotron_h, qwen3_5_moe_text)");
+    require(type != nullptr, config_path, ": no model_type (expected one of: nemotron_h, qwen3_5_moe_text, fish_omni)");
     const std::string& name = type->as_string(config_path + ": model_type");
     if (name == "nemotron_h" || name == "nemotron_transcribe_llm") return "nemotron_h";
     // qwen3_5_moe is the multimodal wrapper whose text_config holds the text model.
     if (name == "qwen3_5_moe_text" || name == "qwen3_5_moe") return "qwen35_moe";
-    fail(config_path, ": model_type '", name, "' is not supported (expected one of: nemotron_h, qwen3_5_moe_text)");
+    if (name == "fish_omni") return "drama3";
+    fail(config_path, ": model_type '", name,
+         "' is not supported (expected one of: nemotron_h, qwen3_5_moe_text, fish_omni)");
 }
 
 }  // namespace
@@ -46,12 +48,17 @@ namespace {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir) {
+std::string model_architecture(const std::string& dir) {
     const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
     require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
-    const std::string arch = architecture_of(config_path);
+    return architecture_of(config_path);
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir) {
+    const std::string arch = model_architecture(dir);
     if (arch == "nemotron_h") return std::make_unique<nemotron_h::Model>(nemotron_h::Model::load(dir));
     if (arch == "qwen35_moe") return std::make_unique<qwen35_moe::Model>(qwen35_moe::Model::load(dir));
+    if (arch == "drama3") fail(dir, " is a Drama 3 text-to-speech model: use duet speak");
     fail(dir, ": architecture '", arch, "' has no loader");
 }
 

@@ -11,6 +11,9 @@
 
 namespace duet {
 
+// The architecture of the model in `dir`: nemotron_h, qwen35_moe or drama3, from config.json's model_type.
+std::string model_architecture(const std::string& dir);
+
 // Loads `dir` (config.json + safetensors), choosing the architecture from the config's model_type.
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir);
 

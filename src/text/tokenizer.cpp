@@ -17,7 +17,10 @@ constexpr size_t kCacheLimit = 1 << 16;
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
-    const json::Value root = json::parse_file(path);
+    return from_json(json::parse_file(path), path);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(const json::Value& root, const std::string& path) {
     require(root.is_object(), path, ": expected a JSON object");
     std::unique_ptr<Tokenizer> tok(new Tokenizer());
     tok->nfc_ = config::read_normalizer(root.find("normalizer"), path);
@@ -68,6 +71,14 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
     const auto it = bpe_.vocab().find(std::string(token));
     if (it == bpe_.vocab().end()) return std::nullopt;
     return it->second;
+}
+
+const AddedToken* Tokenizer::added_token(int32_t id) const {
+    if (id < 0 || id >= id_count() || !id_is_added_[id]) return nullptr;
+    for (const AddedToken& t : added_) {
+        if (t.id == id) return &t;
+    }
+    return nullptr;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {

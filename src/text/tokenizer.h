@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/json.h"
 #include "text/bpe.h"
 #include "text/split_regex.h"
 
@@ -30,6 +31,8 @@ class Tokenizer {
 public:
     // Reads tokenizer.json; errors name the path and the unsupported setting.
     static std::unique_ptr<Tokenizer> load(const std::string& path);
+    // The same from a parsed tokenizer.json; `source` names it in errors.
+    static std::unique_ptr<Tokenizer> from_json(const json::Value& root, const std::string& source);
 
     // Text (UTF-8; invalid input is an error naming the byte offset) to ids. Thread-safe.
     std::vector<int32_t> encode(std::string_view text) const;
@@ -39,6 +42,8 @@ public:
     // One more than the largest id of the vocabulary or the added tokens.
     int32_t id_count() const { return static_cast<int32_t>(id_to_token_.size()); }
     std::optional<int32_t> token_id(std::string_view token) const;
+    // The added token with this id, or nullptr when the id is an ordinary vocabulary token.
+    const AddedToken* added_token(int32_t id) const;
 
 private:
     Tokenizer() = default;

@@ -24,7 +24,11 @@ void head_rmsnorm_rope(const HeadNormRopeArgs& a, ThreadPool* pool) {
                 const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
                 const float inv = inverse_rms(src, a.head_dim, a.eps);
                 for (int64_t i = 0; i < a.head_dim; ++i) head[i] = a.norm_weight[i] * (src[i] * inv);
-                if (half > 0) rope_rotate_half(head.data(), a.rotary_dim, cos.data(), sin.data());
+                if (half > 0 && a.style == RopeStyle::RotateHalf) {
+                    rope_rotate_half(head.data(), a.rotary_dim, cos.data(), sin.data());
+                } else if (half > 0) {
+                    rope_interleaved(head.data(), a.rotary_dim, cos.data(), sin.data());
+                }
                 std::copy(head.begin(), head.end(), a.out + t * a.out_row_stride + h * a.head_dim);
             }
         }

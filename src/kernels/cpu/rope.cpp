@@ -24,4 +24,12 @@ void rope_rotate_half(float* x, int64_t rotary_dim, const float* cos, const floa
     }
 }
 
+void rope_interleaved(float* x, int64_t rotary_dim, const float* cos, const float* sin) {
+    for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+        const float x1 = x[2 * i], x2 = x[2 * i + 1];
+        x[2 * i] = x1 * cos[i] - x2 * sin[i];
+        x[2 * i + 1] = x2 * cos[i] + x1 * sin[i];
+    }
+}
+
 }  // namespace duet::cpu

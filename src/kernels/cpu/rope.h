@@ -1,4 +1,4 @@
-// Rotary position embedding, rotate-half (NeoX) form, applied to the leading rotary_dim values of
+// Rotary position embedding, rotate-half (NeoX) or interleaved (GPT-J) form, applied to the leading rotary_dim values of
 // a head and leaving the rest as they are (partial RoPE).
 #pragma once
 
@@ -13,5 +13,8 @@ void rope_angles(int64_t position, int64_t rotary_dim, float theta, float* cos_o
 // x[i] ← x[i]·cos_i − x[i + d/2]·sin_i and x[i + d/2] ← x[i + d/2]·cos_i + x[i]·sin_i for i < d/2,
 // d = rotary_dim.
 void rope_rotate_half(float* x, int64_t rotary_dim, const float* cos, const float* sin);
+
+// x[2i] ← x[2i]·cos_i − x[2i+1]·sin_i and x[2i+1] ← x[2i+1]·cos_i + x[2i]·sin_i for i < d/2 (GPT-J pairs).
+void rope_interleaved(float* x, int64_t rotary_dim, const float* cos, const float* sin);
 
 }  // namespace duet::cpu

@@ -128,8 +128,18 @@ MoeRouting routing_of(const Config& c) {
 
 }  // namespace
 
+void Model::apply_patches(Backend& b, float* h, int64_t n, std::span<const EmbeddingPatch> patches) const {
+    for (const EmbeddingPatch& p : patches) {
+        require(p.first >= 0 && p.count >= 0 && p.first + p.count <= n && (p.count == 0 || p.rows != nullptr),
+                "nemotron_h: embedding rows for inputs ", p.first, "..", p.first + p.count - 1, " of ", n,
+                " do not fit the inputs");
+        b.upload(h + p.first * config_.hidden, p.rows, static_cast<size_t>(p.count * config_.hidden));
+    }
+}
+
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
-                                  const HiddenHook& hook, std::vector<float>* final_hidden) const {
+                                  const HiddenHook& hook, std::vector<float>* final_hidden,
+                                  std::span<const EmbeddingPatch> patches) const {
     const Config& c = config_;
     require_forward_fits(ids, c.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
@@ -139,6 +149,7 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
 
     float* h = sc.h.data();
     b.embed(weights_.embed, ids.data(), n, h);
+    apply_patches(b, h, n, patches);
     report(0, h);
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
     for (int64_t i = 0; i < layers; ++i) {
@@ -235,7 +246,8 @@ std::vector<std::pair<std::string, std::string>> Model::describe() const {
 namespace duet::nemotron_h {
 
 std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const float> hidden,
-                                        std::span<const int32_t> next_ids, bool all_logits) const {
+                                        std::span<const int32_t> next_ids, bool all_logits,
+                                        std::span<const EmbeddingPatch> patches) const {
     require(weights_.draft.has_value(), "this checkpoint has no draft (mtp.*) module");
     require(s.has_draft(), "the sequence state has no draft cache");
     const DraftWeights& d = *weights_.draft;
@@ -255,6 +267,7 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
     Buffer hidden_rows = b.alloc(static_cast<size_t>(n * h));
     b.upload(hidden_rows.data(), hidden.data(), hidden.size());
     b.embed(weights_.embed, next_ids.data(), n, sc.h.data());
+    apply_patches(b, sc.h.data(), n, patches);
     b.rmsnorm(sc.h.data(), d.embed_norm.data(), n, h, c.norm_eps, sc.normed.data());
     b.rmsnorm(hidden_rows.data(), d.hidden_norm.data(), n, h, c.norm_eps, sc.mixed.data());
     Buffer fused = b.alloc(static_cast<size_t>(n * 2 * h));

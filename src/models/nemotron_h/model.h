@@ -19,6 +19,14 @@
 
 namespace duet::nemotron_h {
 
+// Input rows that replace the token embeddings of `count` consecutive inputs from `first`
+// (relative to the ids of the call): a speech model's audio rows placed over their placeholders.
+struct EmbeddingPatch {
+    int64_t first = 0;
+    int64_t count = 0;
+    const float* rows = nullptr;  // host [count, hidden]
+};
+
 class Model final : public CausalLM {
 public:
     // Reads `dir`/config.json and the checkpoint beside it (single file or sharded).
@@ -43,15 +51,19 @@ public:
     // state untouched, for an id outside the vocabulary or more tokens than the state has room for.
     // When `final_hidden` is given it receives the final-normed hidden states [n, hidden] (what the
     // draft module reads). When the state records history, the pass records it.
+    // `patches` replace the embeddings of some inputs with given rows.
     std::vector<float> forward(Backend& backend, State& state, std::span<const int32_t> ids, bool all_logits,
-                               const HiddenHook& hook = {}, std::vector<float>* final_hidden = nullptr) const;
+                               const HiddenHook& hook = {}, std::vector<float>* final_hidden = nullptr,
+                               std::span<const EmbeddingPatch> patches = {}) const;
 
     // The draft module over n positions from the state's draft position: `hidden` [n, hidden] holds
     // the main model's final-normed hidden states there, `next_ids` the token that followed each.
     // Advances the draft cache; returns host logits ([n, vocab] or [1, vocab]) that predict the token
     // after each next id.
+    // `patches` replace the embeddings of some next ids, as in forward.
     std::vector<float> draft_forward(Backend& backend, State& state, std::span<const float> hidden,
-                                     std::span<const int32_t> next_ids, bool all_logits) const;
+                                     std::span<const int32_t> next_ids, bool all_logits,
+                                     std::span<const EmbeddingPatch> patches = {}) const;
 
     // CausalLM
     std::string arch() const override { return "nemotron_h"; }
@@ -71,6 +83,9 @@ private:
     Model(Config config, Weights weights, std::string layout, size_t tensor_count, size_t tensor_bytes)
         : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
           tensor_count_(tensor_count), tensor_bytes_(tensor_bytes) {}
+
+    // Writes the patches' rows over the embeddings `h` [n, hidden] of this call's inputs.
+    void apply_patches(Backend& backend, float* h, int64_t n, std::span<const EmbeddingPatch> patches) const;
 
     static Model bind(const Config& config, const TensorLookup& lookup, const std::vector<const TensorEntry*>& all,
                       const std::string& source, size_t tensor_bytes, std::shared_ptr<const void> keep_alive);

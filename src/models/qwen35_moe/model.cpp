@@ -38,22 +38,33 @@ Model Model::bind(const Config& config, const TensorLookup& lookup, const std::s
 
 namespace {
 
+GatedAttentionShape attention_shape(const Config& c) {
+    GatedAttentionShape shape;
+    shape.heads = c.attn_heads;
+    shape.kv_heads = c.kv_heads;
+    shape.head_dim = c.head_dim;
+    shape.rotary_dim = c.rotary_dim();
+    shape.theta = static_cast<float>(c.rope_theta);
+    shape.eps = c.norm_eps;
+    return shape;
+}
+
 // Scratch activations for one forward call of n tokens.
 struct Scratch {
-    Scratch(const Config& c, Backend& b, int64_t n) {
+    Scratch(const Config& c, Backend& b, int64_t n) : attention(b, attention_shape(c), n) {
         auto make = [&](int64_t width) { return b.alloc(static_cast<size_t>(n * std::max<int64_t>(width, 1))); };
         h = make(c.hidden);
         normed = make(c.hidden);
         mixed = make(c.hidden);
-        projected = make(std::max(c.conv_dim(), 2 * c.attn_heads * c.head_dim));
+        projected = make(c.conv_dim());
         conv_out = make(c.conv_dim());
-        gate = make(std::max(c.linear_v_width(), c.kv_heads * c.head_dim));
-        inner = make(std::max(c.linear_v_width(), c.attn_heads * c.head_dim));
+        gate = make(c.linear_v_width());
+        inner = make(c.linear_v_width());
         beta_in = make(c.linear_v_heads);
         decay_in = make(c.linear_v_heads);
-        attended = make(c.attn_heads * c.head_dim);
     }
-    Buffer h, normed, mixed, projected, conv_out, gate, inner, beta_in, decay_in, attended;
+    Buffer h, normed, mixed, projected, conv_out, gate, inner, beta_in, decay_in;
+    GatedAttentionScratch attention;
 };
 
 void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWeights& w, State& s, int64_t slot,
@@ -90,60 +101,26 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
 
 void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeights& w, State& s, int64_t slot,
                           const float* xn, int64_t n, Scratch& sc, float* out) {
-    const int64_t hd = c.head_dim, kv_width = c.kv_heads * hd, q_row = 2 * c.attn_heads * hd;
-    float* query_and_gate = sc.projected.data();
-    b.matmul(w.q, xn, n, query_and_gate);
-    b.matmul(w.k, xn, n, sc.gate.data());
-    // The new values go straight into the cache rows they occupy; the keys after their norm and RoPE.
-    b.matmul(w.v, xn, n, s.values(slot) + s.position() * kv_width);
-
-    HeadNormRopeArgs r;
-    r.n = n;
-    r.head_dim = hd;
-    r.eps = c.norm_eps;
-    r.pos = s.position();
-    r.rotary_dim = c.rotary_dim();
-    r.theta = static_cast<float>(c.rope_theta);
-    r.heads = c.attn_heads;
-    r.x = query_and_gate;
-    r.x_row_stride = q_row;
-    r.x_head_stride = 2 * hd;
-    r.norm_weight = w.q_norm.data();
-    r.out = sc.inner.data();
-    r.out_row_stride = c.attn_heads * hd;
-    b.head_rmsnorm_rope(r);  // queries → inner
-    r.heads = c.kv_heads;
-    r.x = sc.gate.data();
-    r.x_row_stride = kv_width;
-    r.x_head_stride = hd;
-    r.norm_weight = w.k_norm.data();
-    r.out = s.keys(slot) + s.position() * kv_width;
-    r.out_row_stride = kv_width;
-    b.head_rmsnorm_rope(r);  // keys → cache
-
-    AttentionArgs a;
-    a.n = n;
-    a.pos = s.position();
-    a.heads = c.attn_heads;
-    a.kv_heads = c.kv_heads;
-    a.head_dim = hd;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    a.q = sc.inner.data();
-    a.k_cache = s.keys(slot);
-    a.v_cache = s.values(slot);
-    a.out = sc.attended.data();
-    b.attention(a);
-    b.sigmoid_gate_heads(sc.attended.data(), query_and_gate + hd, q_row, 2 * hd, n, c.attn_heads, hd);
-    b.matmul(w.o, sc.attended.data(), n, out);
+    gated_attention(b, attention_shape(c), w, xn, n, s.position(), s.keys(slot), s.values(slot), sc.attention, out);
 }
 
 }  // namespace
 
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
                                   const HiddenHook& hook, int64_t delta_rule_chunk) const {
-    const Config& c = config_;
-    require_forward_fits(ids, c.vocab, s);
+    require_forward_fits(ids, config_.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
+    Buffer rows = b.alloc(static_cast<size_t>(n * config_.hidden));
+    b.embed(weights_.embed, ids.data(), n, rows.data());
+    forward_rows(b, s, rows.data(), n, rows.data(), hook, delta_rule_chunk);
+    return lm_head_logits(b, weights_.lm_head, rows.data(), n, all_logits ? n : 1);
+}
+
+void Model::forward_rows(Backend& b, State& s, const float* rows, int64_t n, float* normed, const HiddenHook& hook,
+                         int64_t delta_rule_chunk) const {
+    const Config& c = config_;
+    require(n > 0 && n <= s.room(), "qwen35_moe: ", n, " input rows do not fit the state (", s.room(), " of ",
+            s.capacity(), " positions left)");
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
     HiddenReporter report(b, hook, n, hidden);
@@ -151,7 +128,7 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     float* h = sc.h.data();
     float* xn = sc.normed.data();
     float* out = sc.mixed.data();
-    b.embed(weights_.embed, ids.data(), n, h);
+    b.copy(h, rows, static_cast<size_t>(n * hidden));
     report(0, h);
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
     for (int64_t i = 0; i < layers; ++i) {
@@ -170,10 +147,8 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     }
     s.advance(n);
 
-    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, xn);
-    report(layers, xn);
-
-    return lm_head_logits(b, weights_.lm_head, xn, n, all_logits ? n : 1);
+    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, normed);
+    report(layers, normed);
 }
 
 std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,

@@ -29,6 +29,11 @@ public:
     // Binds weights held in memory (random weights for benchmarks).
     static Model from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors);
 
+    // Binds the weights `lookup` finds (a larger model's checkpoint may hold this one); `source`
+    // names it in errors, `keep_alive` owns the tensors' memory.
+    static Model bind(const Config& config, const TensorLookup& lookup, const std::string& source,
+                      size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive);
+
     const Config& config() const { return config_; }
     const Weights& weights() const { return weights_; }
     const Layout& layout() const { return layout_; }
@@ -43,6 +48,12 @@ public:
     // vocabulary or more tokens than the state has room for.
     std::vector<float> forward(Backend& backend, State& state, std::span<const int32_t> ids, bool all_logits,
                                const HiddenHook& hook = {}, int64_t delta_rule_chunk = kDeltaRuleChunk) const;
+
+    // The same pass over input rows [n, hidden] in backend memory (embeddings, or a speech model's
+    // frame rows) instead of ids: writes the final-normed hidden states to `normed` [n, hidden], which
+    // may be `rows` itself. Throws, leaving the state untouched, for more rows than it has room for.
+    void forward_rows(Backend& backend, State& state, const float* rows, int64_t n, float* normed,
+                      const HiddenHook& hook = {}, int64_t delta_rule_chunk = kDeltaRuleChunk) const;
 
     // CausalLM
     std::string arch() const override { return "qwen35_moe"; }
@@ -61,9 +72,6 @@ private:
     Model(Config config, Weights weights, Layout layout, size_t tensor_count, size_t tensor_bytes)
         : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
           tensor_count_(tensor_count), tensor_bytes_(tensor_bytes) {}
-
-    static Model bind(const Config& config, const TensorLookup& lookup, const std::string& source,
-                      size_t tensor_count, size_t tensor_bytes, std::shared_ptr<const void> keep_alive);
 
     Config config_;
     Weights weights_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "models/gated_attention.h"
 #include "models/qwen35_moe/config.h"
 #include "models/weight_binder.h"
 
@@ -21,11 +22,8 @@ struct LinearAttentionWeights {
     std::vector<float> norm;  // the output norm's plain weight [v_dim]
 };
 
-struct FullAttentionWeights {
-    MatrixView q;  // per head [query | gate]
-    MatrixView k, v, o;
-    std::vector<float> q_norm, k_norm;  // zero-centred weights already turned into 1 + w
-};
+// q_norm and k_norm are zero-centred in the checkpoint, turned into 1 + w at load.
+using FullAttentionWeights = GatedAttentionWeights;
 
 struct Layer {
     LayerKind kind = LayerKind::LinearAttention;

@@ -1,0 +1,52 @@
+#include "cli/bench_support.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/simd_level.h"
+
+namespace duet::cli {
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+void require_fits_in_memory(double bytes, const std::string& what) {
+    const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    require(bytes < 0.9 * have, what, " needs ", bytes / 1e9, " GB of weights; this machine has ", have / 1e9,
+            " GB of memory");
+}
+
+std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
+    std::vector<int32_t> ids;
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; i < length; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(vocab)));
+    }
+    return ids;
+}
+
+void add_runtime_figures(json::Value& out, Runtime& rt) {
+    out.set("backend", json::Value(std::string(rt.backend->name())));
+    out.set("simd", json::Value(std::string(cpu::simd_level_name(cpu::active_simd_level()))));
+    out.set("threads", json::Value(static_cast<int64_t>(rt.pool.size())));
+}
+
+void add_bandwidth_figures(json::Value& out, Runtime& rt, const Args& args, double decode_gbs) {
+    const size_t bytes = static_cast<size_t>(args.integer_or("--bandwidth-mib", 1024, 64, 1 << 20)) << 20;
+    const cpu::BandwidthResult memory = cpu::measure_memory_bandwidth(&rt.pool, bytes);
+    out.set("decode_gbs", json::Value(decode_gbs));
+    out.set("memory_read_gbs", json::Value(memory.read_gbs));
+    out.set("memory_copy_gbs", json::Value(memory.copy_gbs));
+    out.set("decode_fraction_of_read", json::Value(decode_gbs / memory.read_gbs));
+    out.set("decode_fraction_of_copy", json::Value(decode_gbs / memory.copy_gbs));
+}
+
+}  // namespace duet::cli

@@ -1,0 +1,37 @@
+// What every `duet bench` measurement shares: timing, the memory it may use, and the machine's
+// own memory bandwidth as the yardstick for memory-bound decoding.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "cli/commands.h"
+
+namespace duet::cli {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start);
+double median(std::vector<double> v);
+
+// Throws when `bytes` of random weights would not fit this machine's memory.
+void require_fits_in_memory(double bytes, const std::string& what);
+
+// Adds the machine's measured memory read/copy bandwidth and the decode figures relative to it:
+// `decode_gbs` is the bytes one step reads divided by its time.
+void add_bandwidth_figures(json::Value& out, Runtime& rt, const Args& args, double decode_gbs);
+
+// A fixed pseudo-random prompt of ids below `vocab`, the same on every machine.
+std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab);
+
+// The benchmarks of the architectures that are not plain causal LMs, with run_bench's flags.
+int bench_drama3(const Args& args);
+
+// The fields every bench line starts with.
+void add_runtime_figures(json::Value& out, Runtime& rt);
+
+}  // namespace duet::cli

@@ -1,0 +1,87 @@
+// duet bench --arch drama3: prompt rows per second (backbone and teacher-forced tower) and frames
+// per second at batch 1 (candidate head, sampling, the 13-layer tower, the backbone step), with the
+// weight bytes a frame reads against the machine's memory bandwidth.
+#include <cstdio>
+
+#include "base/error.h"
+#include "cli/bench_support.h"
+#include "models/drama3/model.h"
+#include "models/drama3/presets.h"
+#include "models/drama3/random_weights.h"
+#include "models/drama3/speaker.h"
+
+namespace duet::cli {
+
+int bench_drama3(const Args& args) {
+    const bool random = args.has("--random-weights");
+    if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
+    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
+    const int64_t prompt_rows = args.integer_or("--prompt", 512, 2, 1 << 20);
+    const int64_t frames = args.integer_or("--decode", 16, 1, 1 << 20);
+    Runtime rt(threads_flag(args));
+
+    const auto load_start = Clock::now();
+    std::string source;
+    std::optional<drama3::Model> loaded;
+    if (random) {
+        const std::string preset = args.text("--preset");
+        const drama3::Config config = drama3::preset_config(preset);
+        require_fits_in_memory(static_cast<double>(drama3::random_weight_bytes(config)), "preset " + preset);
+        const auto seed = static_cast<uint64_t>(args.integer_or("--seed", 1, 0, INT64_MAX));
+        loaded.emplace(drama3::Model::from_tensors(config, drama3::make_random_weights(config, seed, &rt.pool)));
+        source = "random:" + preset;
+    } else {
+        source = args.text("--model");
+        loaded.emplace(drama3::Model::load(source));
+    }
+    const drama3::Model& model = *loaded;
+    const double load_s = seconds_since(load_start);
+    const drama3::Config& c = model.config();
+
+    // A prompt of text rows (ids below the semantic range), as a long text's turn would be.
+    text::FrameRows prompt(static_cast<int>(c.tower.num_codebooks));
+    prompt.push_text(bench_prompt(prompt_rows, c.semantic_start));
+
+    std::vector<double> prefill_s;
+    std::optional<drama3::Speaker> speaker;
+    const auto bench_start = Clock::now();
+    do {
+        speaker.emplace(model, *rt.backend, prompt_rows + frames + 1);
+        const auto start = Clock::now();
+        speaker->feed(prompt);
+        prefill_s.push_back(seconds_since(start));
+    } while (seconds_since(bench_start) < 2.0 && prefill_s.size() < 10);
+
+    // Frames at the usual sampling settings; an EOS draw is timed like any step and drawing goes on.
+    drama3::FrameSampling sampling;
+    sampling.params.seed = 1;
+    std::vector<int32_t> frame(static_cast<size_t>(c.frame_width()));
+    int64_t fed = 0, steps = 0;
+    const auto decode_start = Clock::now();
+    while (fed < frames) {
+        fed += speaker->step(sampling, frame) ? 1 : 0;
+        ++steps;
+    }
+    const double frame_s = seconds_since(decode_start) / static_cast<double>(steps);
+    const double bytes_per_frame = static_cast<double>(model.frame_weight_bytes());
+
+    json::Value out = json::Value::object();
+    out.set("arch", json::Value(std::string("drama3")));
+    out.set("weights", json::Value(source));
+    out.set("weight_bytes", json::Value(static_cast<int64_t>(model.tensor_bytes())));
+    out.set("load_s", json::Value(load_s));
+    add_runtime_figures(out, rt);
+    out.set("prompt_rows", json::Value(prompt_rows));
+    out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));
+    out.set("prefill_rows_per_s", json::Value(static_cast<double>(prompt_rows) / median(prefill_s)));
+    out.set("frames", json::Value(steps));
+    out.set("ms_per_frame", json::Value(frame_s * 1e3));
+    out.set("frames_per_s", json::Value(1.0 / frame_s));
+    out.set("real_time_factor", json::Value((1.0 / frame_s) / (44100.0 / 2048.0)));
+    out.set("frame_weight_bytes", json::Value(static_cast<int64_t>(bytes_per_frame)));
+    add_bandwidth_figures(out, rt, args, bytes_per_frame / frame_s / 1e9);
+    std::printf("%s\n", json::dump(out).c_str());
+    return 0;
+}
+
+}  // namespace duet::cli

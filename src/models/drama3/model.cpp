@@ -1,0 +1,240 @@
+#include "models/drama3/model.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "base/error.h"
+#include "io/safetensors.h"
+
+namespace duet::drama3 {
+
+Model Model::load(const std::string& dir) {
+    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+    require(std::filesystem::exists(config_path), dir, ": no config.json (expected a model directory)");
+    const Config config = load_config(config_path);
+    auto checkpoint = std::make_shared<Checkpoint>(Checkpoint::open(dir));
+    const Checkpoint* ck = checkpoint.get();
+    return bind(config, [ck](std::string_view name) { return ck->find(name); }, dir, ck->size(), ck->total_bytes(),
+                checkpoint);
+}
+
+Model Model::from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors) {
+    const TensorSet* set = tensors.get();
+    return bind(config, [set](std::string_view name) { return set->find(name); }, "random weights",
+                set->all().size(), set->total_bytes(), tensors);
+}
+
+Model Model::bind(const Config& config, const TensorLookup& lookup, const std::string& source, size_t count,
+                  size_t bytes, std::shared_ptr<const void> keep_alive) {
+    qwen35_moe::Model backbone = qwen35_moe::Model::bind(config.backbone, lookup, source, count, bytes, keep_alive);
+    WeightBinder binder(lookup, source);
+    Weights weights = bind_weights(config, binder, backbone.weights().lm_head);
+    weights.storage.push_back(std::move(keep_alive));
+    return Model(config, std::move(backbone), std::move(weights));
+}
+
+void Model::check_frames(std::span<const int32_t> frames, std::string_view what) const {
+    const int64_t width = config_.frame_width();
+    require(!frames.empty() && frames.size() % static_cast<size_t>(width) == 0, what, ": expected rows of ", width,
+            " values (main token and ", config_.tower.num_codebooks, " codes), got ", frames.size(), " values");
+    for (size_t r = 0; r < frames.size() / width; ++r) {
+        const std::span<const int32_t> row = frames.subspan(r * width, width);
+        require(row[0] >= 0 && row[0] < config_.backbone.vocab, what, ": row ", r, " has main token ", row[0],
+                ", expected 0..", config_.backbone.vocab - 1);
+        if (!is_audio_row(row)) continue;
+        require(row[1] == row[0] - config_.semantic_start, what, ": row ", r, " has semantic token ", row[0],
+                " but code0 ", row[1], ", expected ", row[0] - config_.semantic_start);
+        for (int64_t k = 1; k < config_.tower.num_codebooks; ++k) {
+            require(row[1 + k] >= 0 && row[1 + k] < config_.tower.codebook_size, what, ": row ", r, " codebook ", k,
+                    " holds code ", row[1 + k], ", expected 0..", config_.tower.codebook_size - 1);
+        }
+    }
+}
+
+// ASSUMED (taken from S2 Pro): an audio row's input is the token embedding plus the first Nb
+// codebooks' embeddings, divided by sqrt(Nb + 1).
+void Model::input_rows(Backend& b, const int32_t* frames, int64_t n, float* out) const {
+    const int64_t width = config_.frame_width(), nb = config_.tower.backbone_codebooks, cb = config_.tower.codebook_size;
+    std::vector<int32_t> mains(static_cast<size_t>(n)), codes(static_cast<size_t>(n * nb), -1);
+    std::vector<float> scale(static_cast<size_t>(n), 1.0f);
+    for (int64_t r = 0; r < n; ++r) {
+        const std::span<const int32_t> row(frames + r * width, static_cast<size_t>(width));
+        mains[r] = row[0];
+        if (!is_audio_row(row)) continue;
+        for (int64_t k = 0; k < nb; ++k) codes[r * nb + k] = static_cast<int32_t>(k * cb + row[1 + k]);
+        scale[r] = 1.0f / std::sqrt(static_cast<float>(nb + 1));
+    }
+    b.embed(backbone_.weights().embed, mains.data(), n, out);
+    b.sum_embeddings(weights_.code_embeddings, codes.data(), nb, n, /*accumulate=*/true, scale.data(), out);
+}
+
+std::vector<float> Model::candidate_logits(Backend& b, const float* normed, int64_t n) const {
+    const int64_t count = config_.candidates();
+    Buffer logits = b.alloc(static_cast<size_t>(n * count));
+    b.matmul(weights_.candidate_head, normed, n, logits.data());
+    std::vector<float> host(static_cast<size_t>(n * count));
+    b.download(host.data(), logits.data(), host.size());
+    return host;
+}
+
+// ASSUMED: the first tower layer also reads the codebooks the backbone's row left out, for an audio
+// `in` row: Σ_{Nb ≤ k < n} C_k[in.code_k]. None when the backbone row carries every codebook.
+std::vector<int32_t> Model::extra_code_ids(const int32_t* in, int64_t n) const {
+    const TowerConfig& t = config_.tower;
+    const int64_t width = config_.frame_width(), per_row = t.num_codebooks - t.backbone_codebooks;
+    std::vector<int32_t> ids(static_cast<size_t>(n * per_row), -1);
+    for (int64_t r = 0; r < n; ++r) {
+        const std::span<const int32_t> row(in + r * width, static_cast<size_t>(width));
+        if (!is_audio_row(row)) continue;
+        for (int64_t j = 0; j < per_row; ++j) {
+            const int64_t k = t.backbone_codebooks + j;
+            ids[r * per_row + j] = static_cast<int32_t>(k * t.codebook_size + row[1 + k]);
+        }
+    }
+    return ids;
+}
+
+struct Model::TowerScratch {
+    TowerScratch(const Config& c, Backend& b, int64_t n)
+        : attention(b, attention_shape(c.tower), n),
+          embedding(b.alloc(size_t(n * c.tower.dim))),
+          normed(b.alloc(size_t(n * c.tower.dim))),
+          x(b.alloc(size_t(n * c.tower.dim))),
+          mixed(b.alloc(size_t(n * c.tower.dim))),
+          gate(b.alloc(size_t(n * c.tower.inter))),
+          up(b.alloc(size_t(n * c.tower.inter))) {}
+
+    static GatedAttentionShape attention_shape(const TowerConfig& t) {
+        GatedAttentionShape s;
+        s.heads = t.heads;
+        s.kv_heads = t.kv_heads;
+        s.head_dim = t.head_dim;
+        s.rotary_dim = t.rotary_dim();
+        s.theta = static_cast<float>(t.rope_theta);
+        s.eps = t.norm_eps;
+        s.rope = RopeStyle::Interleaved;
+        return s;
+    }
+
+    GatedAttentionScratch attention;
+    Buffer embedding, normed, x, mixed, gate, up;
+};
+
+void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const int32_t* tokens, const int32_t* extra,
+                        int64_t n, int64_t pos, TowerScratch& sc) const {
+    const TowerConfig& c = config_.tower;
+    const TowerLayer& w = weights_.tower[t];
+    const int64_t dim = c.dim;
+    float* e = sc.embedding.data();
+    b.sum_embeddings(w.embed, tokens, 1, n, /*accumulate=*/false, nullptr, e);
+    if (extra != nullptr) {
+        b.sum_embeddings(weights_.code_embeddings, extra, c.num_codebooks - c.backbone_codebooks, n, true, nullptr, e);
+    }
+    // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products.
+    b.rmsnorm(e, w.enorm.data(), n, dim, c.norm_eps, sc.normed.data());
+    b.matmul(w.eh_embedding, sc.normed.data(), n, sc.x.data());
+    b.rmsnorm(hin, w.hnorm.data(), n, dim, c.norm_eps, sc.normed.data());
+    b.matmul(w.eh_hidden, sc.normed.data(), n, sc.mixed.data());
+    float* x = sc.x.data();
+    b.add(x, sc.mixed.data(), n * dim);
+
+    b.rmsnorm(x, w.input_norm.data(), n, dim, c.norm_eps, sc.normed.data());
+    gated_attention(b, TowerScratch::attention_shape(c), w.attention, sc.normed.data(), n, pos, s.tower_keys(t),
+                    s.tower_values(t), sc.attention, sc.mixed.data());
+    b.add(x, sc.mixed.data(), n * dim);
+    b.rmsnorm(x, w.post_norm.data(), n, dim, c.norm_eps, sc.normed.data());
+    b.matmul(w.gate, sc.normed.data(), n, sc.gate.data());
+    b.matmul(w.up, sc.normed.data(), n, sc.up.data());
+    b.silu_mul(sc.gate.data(), sc.up.data(), n * c.inter);
+    b.matmul(w.down, sc.gate.data(), n, sc.mixed.data());
+    b.add(x, sc.mixed.data(), n * dim);
+    b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);
+}
+
+void Model::tower_teacher_forced(Backend& b, State& s, const float* hidden, const int32_t* in, const int32_t* next,
+                                 int64_t n, int64_t pos, float* head_logits) const {
+    if (n == 0) return;
+    const TowerConfig& c = config_.tower;
+    const int64_t width = config_.frame_width(), dim = c.dim, codes = c.num_codebooks - 1;
+    require(pos >= 0 && pos + n <= s.capacity(), "drama3 tower: rows ", pos, "..", pos + n - 1,
+            " do not fit the state's capacity of ", s.capacity());
+    TowerScratch sc(config_, b, n);
+    Buffer hin = b.alloc(static_cast<size_t>(n * dim));
+    b.copy(hin.data(), hidden, static_cast<size_t>(n * dim));
+    Buffer logits = b.alloc(head_logits != nullptr ? static_cast<size_t>(n * c.codebook_size) : 0);
+    std::vector<float> host_logits(static_cast<size_t>(n * c.codebook_size));
+    const std::vector<int32_t> extra = extra_code_ids(in, n);
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (int64_t t = 0; t < c.layers(); ++t) {
+        const int64_t column = t < c.shared_layers ? 1 : 1 + (t - c.shared_layers);
+        for (int64_t r = 0; r < n; ++r) {
+            const std::span<const int32_t> following(next + r * width, static_cast<size_t>(width));
+            tokens[r] = is_audio_row(following) ? following[column] : -1;  // the seed's mask
+        }
+        tower_layer(b, s, t, hin.data(), tokens.data(), t == 0 ? extra.data() : nullptr, n, pos, sc);
+        if (head_logits == nullptr || t < c.shared_layers) continue;
+        b.matmul(weights_.tower[t].head, hin.data(), n, logits.data());
+        b.download(host_logits.data(), logits.data(), host_logits.size());
+        const int64_t k = t - c.shared_layers;
+        for (int64_t r = 0; r < n; ++r) {
+            std::copy_n(host_logits.data() + r * c.codebook_size, c.codebook_size,
+                        head_logits + (r * codes + k) * c.codebook_size);
+        }
+    }
+}
+
+void Model::tower_step(Backend& b, State& s, const float* hidden, std::span<const int32_t> in,
+                       std::span<int32_t> next, int64_t pos, const CodePicker& pick) const {
+    const TowerConfig& c = config_.tower;
+    require(pos >= 0 && pos < s.capacity(), "drama3 tower: row ", pos, " is outside the state's capacity of ",
+            s.capacity());
+    TowerScratch sc(config_, b, 1);
+    Buffer hin = b.alloc(static_cast<size_t>(c.dim));
+    b.copy(hin.data(), hidden, static_cast<size_t>(c.dim));
+    Buffer logits = b.alloc(static_cast<size_t>(c.codebook_size));
+    std::vector<float> host(static_cast<size_t>(c.codebook_size));
+    const std::vector<int32_t> extra = extra_code_ids(in.data(), 1);
+    for (int64_t t = 0; t < c.layers(); ++t) {
+        const int64_t column = t < c.shared_layers ? 1 : 1 + (t - c.shared_layers);
+        const int32_t token = next[column];
+        tower_layer(b, s, t, hin.data(), &token, t == 0 ? extra.data() : nullptr, 1, pos, sc);
+        if (t < c.shared_layers) continue;
+        b.matmul(weights_.tower[t].head, hin.data(), 1, logits.data());
+        b.download(host.data(), logits.data(), host.size());
+        const int64_t k = 1 + (t - c.shared_layers);
+        next[1 + k] = pick(k, host);
+    }
+}
+
+size_t Model::frame_weight_bytes() const {
+    auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
+    size_t total = backbone_.decode_weight_bytes() - bytes(backbone_.weights().lm_head) + bytes(weights_.candidate_head);
+    for (const TowerLayer& l : weights_.tower) {
+        for (const MatrixView* m : {&l.eh_embedding, &l.eh_hidden, &l.attention.q, &l.attention.k, &l.attention.v,
+                                    &l.attention.o, &l.gate, &l.up, &l.down}) {
+            total += bytes(*m);
+        }
+        if (l.head.data != nullptr) total += bytes(l.head);
+        total += bytes(l.embed) / static_cast<size_t>(l.embed.rows);
+    }
+    return total;
+}
+
+std::vector<std::pair<std::string, std::string>> Model::describe() const {
+    std::vector<std::pair<std::string, std::string>> lines = backbone_.describe();
+    lines[0].second = "drama3 (backbone " + lines[0].second + ")";
+    const TowerConfig& t = config_.tower;
+    lines.emplace_back("semantic tokens", str_cat(config_.semantic_start, "..", config_.semantic_end, ", eos ",
+                                                  config_.eos));
+    lines.emplace_back("codebook tower", str_cat(t.layers(), " layers (", t.shared_layers, " shared), ", t.heads,
+                                                 " q / ", t.kv_heads, " kv heads of ", t.head_dim, ", RoPE on ",
+                                                 t.rotary_dim(), " dims, SwiGLU ", t.inter));
+    lines.emplace_back("codebooks", str_cat(t.num_codebooks, " of ", t.codebook_size, " codes, ",
+                                            t.backbone_codebooks, " summed into the backbone row"));
+    for (auto& [name, value] : lines) {
+        if (name == "parameters") value = str_cat(config_.parameter_count(), " (backbone ", config_.backbone.parameter_count(), ")");
+    }
+    return lines;
+}
+
+}  // namespace duet::drama3

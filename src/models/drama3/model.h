@@ -1,0 +1,81 @@
+// Drama 3: a Qwen3.5-MoE backbone over frame rows, a candidate head that scores the semantic
+// tokens and EOS, and the codebook tower that turns the backbone's hidden state and the frame's
+// semantic code into the residual codes 1..n−1, one tower layer per code after the shared ones.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/drama3/config.h"
+#include "models/drama3/state.h"
+#include "models/drama3/weights.h"
+#include "models/qwen35_moe/model.h"
+#include "models/tensor_set.h"
+
+namespace duet::drama3 {
+
+// Chooses a residual code from its head's logits: (code index k in 1..n−1, logits [codebook_size]).
+using CodePicker = std::function<int32_t(int64_t code_index, std::span<const float> logits)>;
+
+class Model {
+public:
+    static Model load(const std::string& dir);
+    static Model from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors);
+
+    const Config& config() const { return config_; }
+    const qwen35_moe::Model& backbone() const { return backbone_; }
+    const Weights& weights() const { return weights_; }
+    std::vector<std::pair<std::string, std::string>> describe() const;
+    size_t tensor_count() const { return backbone_.tensor_count(); }
+    size_t tensor_bytes() const { return backbone_.tensor_bytes(); }
+    // Weight bytes one frame reads: the backbone's decode step, the candidate head and the tower.
+    size_t frame_weight_bytes() const;
+
+    State new_state(Backend& backend, int64_t capacity) const { return State(config_, backend, capacity); }
+
+    bool is_audio_row(std::span<const int32_t> frame) const {
+        return frame[0] >= config_.semantic_start && frame[0] <= config_.semantic_end;
+    }
+    // Throws naming the row and value for a main token outside the vocabulary or a code outside its codebook.
+    void check_frames(std::span<const int32_t> frames, std::string_view what) const;
+
+    // Backbone input rows out[n, hidden] for frames [n, width] (host).
+    void input_rows(Backend& backend, const int32_t* frames, int64_t n, float* out) const;
+    // Candidate logits (semantic tokens, then EOS) of final-normed rows [n, hidden], on the host.
+    std::vector<float> candidate_logits(Backend& backend, const float* normed, int64_t n) const;
+
+    // The tower over n rows at positions pos.., teacher-forced: row r's frame `in[r]` was fed at
+    // pos + r, `hidden[r]` is the backbone's final-normed output there, `next[r]` is the following
+    // frame, whose codes the layers read (zeroed where `next` is not an audio row). Fills the tower
+    // caches; `head_logits` (host [n, num_codebooks − 1, codebook_size]) receives the heads when given.
+    void tower_teacher_forced(Backend& backend, State& state, const float* hidden, const int32_t* in,
+                              const int32_t* next, int64_t n, int64_t pos, float* head_logits = nullptr) const;
+    // The tower for one frame at `pos`: next[0..1] are chosen; `pick` chooses codes 2.. from each head.
+    void tower_step(Backend& backend, State& state, const float* hidden, std::span<const int32_t> in,
+                    std::span<int32_t> next, int64_t pos, const CodePicker& pick) const;
+
+private:
+    Model(Config config, qwen35_moe::Model backbone, Weights weights)
+        : config_(std::move(config)), backbone_(std::move(backbone)), weights_(std::move(weights)) {}
+    static Model bind(const Config& config, const TensorLookup& lookup, const std::string& source, size_t count,
+                      size_t bytes, std::shared_ptr<const void> keep_alive);
+
+    struct TowerScratch;
+    // Layer t over n rows: hin [n, dim] is replaced by the layer's normed output. `tokens` [n] are
+    // embed_tokens ids (negative: no embedding); at t == 0 `extra` [n, per-row] code-embedding ids are added.
+    void tower_layer(Backend& b, State& s, int64_t t, float* hin, const int32_t* tokens, const int32_t* extra,
+                     int64_t n, int64_t pos, TowerScratch& sc) const;
+    // The code-embedding ids of the codebooks the backbone row did not carry (extra(in)), [n, per-row].
+    std::vector<int32_t> extra_code_ids(const int32_t* in, int64_t n) const;
+
+    Config config_;
+    qwen35_moe::Model backbone_;
+    Weights weights_;
+};
+
+}  // namespace duet::drama3

@@ -1,0 +1,80 @@
+// The frame loop of one Drama 3 sequence. Per frame: candidate logits at the last fed row → the
+// main token (with repetition-aware sampling) → the tower at that row fills the residual codes →
+// the frame is fed back into the backbone. Prompt rows are fed with the tower teacher-forced over
+// them, so its caches cover every row; a long text continues the same sequence turn after turn.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "models/drama3/model.h"
+#include "sample/sampler.h"
+#include "text/frame_rows.h"
+
+namespace duet::drama3 {
+
+// What a prompt's prefill computed, for checking against a reference.
+struct PrefillTrace {
+    std::vector<float> input_rows;    // [rows, hidden]
+    std::vector<float> main_logits;   // [rows, candidates]
+    std::vector<float> head_logits;   // [tower rows, num_codebooks − 1, codebook_size]
+    std::vector<float> tower_mask;    // [tower rows]: 1 where the following row is audio
+};
+
+// The logits that chose one frame.
+struct FrameTrace {
+    std::vector<float> main_logits;  // [candidates]
+    std::vector<float> head_logits;  // [num_codebooks − 1, codebook_size]; empty for the EOS frame
+};
+
+struct FrameSampling {
+    SamplingParams params;
+    RasParams ras;
+};
+
+class Speaker {
+public:
+    Speaker(const Model& model, Backend& backend, int64_t capacity);
+
+    // Feeds rows: the prompt, or rows that continue the conversation after a spoken turn.
+    void feed(const text::FrameRows& rows, PrefillTrace* trace = nullptr);
+    // Draws the next frame into `frame` (width values). Returns false when it is the EOS frame,
+    // which is not fed; otherwise the frame is fed and true returned. Needs room for one row.
+    bool step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace = nullptr);
+
+    int64_t position() const { return state_.position(); }
+    int64_t room() const { return state_.room(); }
+    int64_t frames_drawn() const { return step_; }
+    int64_t frame_width() const { return model_.config().frame_width(); }
+    const Model& model() const { return model_; }
+
+private:
+    void feed_rows(const int32_t* rows, int64_t n, float* normed_out);
+
+    const Model& model_;
+    Backend& backend_;
+    State state_;
+    Buffer last_hidden_;             // the backbone's final-normed output at the last fed row
+    std::vector<int32_t> last_row_;  // that row; empty before anything is fed
+    std::deque<int32_t> recent_mains_;
+    int64_t step_ = 0;  // frames drawn so far: the random draws' counter
+};
+
+enum class StopReason { Eos, FrameBudget, Capacity, Listener };
+const char* stop_reason_name(StopReason reason);
+
+struct SpokenFrames {
+    text::FrameRows frames;  // ends with the EOS frame when one was drawn
+    StopReason reason = StopReason::Eos;
+};
+
+// Draws frames until EOS, `max_frames`, the state's capacity, or `on_frame` returning false.
+// `on_frame` sees each frame as it is drawn (the EOS frame too), so audio can stream.
+SpokenFrames speak_frames(Speaker& speaker, const FrameSampling& sampling, int64_t max_frames,
+                          const std::function<bool(std::span<const int32_t>)>& on_frame = {},
+                          std::vector<FrameTrace>* traces = nullptr);
+
+}  // namespace duet::drama3

@@ -1,0 +1,63 @@
+#include "models/gated_attention.h"
+
+#include <cmath>
+
+namespace duet {
+
+GatedAttentionScratch::GatedAttentionScratch(Backend& b, const GatedAttentionShape& s, int64_t n)
+    : query_and_gate(b.alloc(static_cast<size_t>(n * 2 * s.heads * s.head_dim))),
+      new_keys(b.alloc(static_cast<size_t>(n * s.kv_heads * s.head_dim))),
+      queries(b.alloc(static_cast<size_t>(n * s.heads * s.head_dim))),
+      attended(b.alloc(static_cast<size_t>(n * s.heads * s.head_dim))) {}
+
+void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttentionWeights& w, const float* xn,
+                     int64_t n, int64_t pos, float* keys, float* values, GatedAttentionScratch& sc, float* out) {
+    const int64_t hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
+    float* query_and_gate = sc.query_and_gate.data();
+    b.matmul(w.q, xn, n, query_and_gate);
+    b.matmul(w.k, xn, n, sc.new_keys.data());
+    // The new values go straight into the cache rows they occupy; the keys after their norm and RoPE.
+    b.matmul(w.v, xn, n, values + pos * kv_width);
+
+    HeadNormRopeArgs r;
+    r.n = n;
+    r.head_dim = hd;
+    r.eps = s.eps;
+    r.pos = pos;
+    r.rotary_dim = s.rotary_dim;
+    r.theta = s.theta;
+    r.style = s.rope;
+    r.heads = s.heads;
+    r.x = query_and_gate;
+    r.x_row_stride = q_row;
+    r.x_head_stride = 2 * hd;
+    r.norm_weight = w.q_norm.data();
+    r.out = sc.queries.data();
+    r.out_row_stride = s.heads * hd;
+    b.head_rmsnorm_rope(r);
+    r.heads = s.kv_heads;
+    r.x = sc.new_keys.data();
+    r.x_row_stride = kv_width;
+    r.x_head_stride = hd;
+    r.norm_weight = w.k_norm.data();
+    r.out = keys + pos * kv_width;
+    r.out_row_stride = kv_width;
+    b.head_rmsnorm_rope(r);
+
+    AttentionArgs a;
+    a.n = n;
+    a.pos = pos;
+    a.heads = s.heads;
+    a.kv_heads = s.kv_heads;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.q = sc.queries.data();
+    a.k_cache = keys;
+    a.v_cache = values;
+    a.out = sc.attended.data();
+    b.attention(a);
+    b.sigmoid_gate_heads(sc.attended.data(), query_and_gate + hd, q_row, 2 * hd, n, s.heads, hd);
+    b.matmul(w.o, sc.attended.data(), n, out);
+}
+
+}  // namespace duet

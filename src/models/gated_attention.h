@@ -1,0 +1,40 @@
+// Qwen3.5-style gated attention, shared by the Qwen3.5-MoE backbone and Drama 3's codebook tower:
+// q_proj gives each head [query | gate]; queries and keys are RMS-normalised per head and rotated
+// (partial RoPE); GQA over the key/value cache; the output is multiplied by sigmoid(gate) and
+// projected by o_proj.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace duet {
+
+struct GatedAttentionShape {
+    int64_t heads = 0, kv_heads = 0, head_dim = 0;
+    int64_t rotary_dim = 0;
+    float theta = 0.0f;
+    float eps = 0.0f;
+    RopeStyle rope = RopeStyle::RotateHalf;
+};
+
+struct GatedAttentionWeights {
+    MatrixView q;  // [heads · 2 · head_dim, in]: per head [query | gate]
+    MatrixView k, v, o;
+    std::vector<float> q_norm, k_norm;  // multiply the normalised values (zero-centred ones already 1 + w)
+};
+
+// Scratch activations for up to n tokens.
+struct GatedAttentionScratch {
+    GatedAttentionScratch(Backend& backend, const GatedAttentionShape& shape, int64_t n);
+    Buffer query_and_gate, new_keys, queries, attended;
+};
+
+// out[n, o.rows] for the normalised input xn[n, in] at positions pos..pos+n−1. The new keys and values
+// are written into the caches' rows pos..pos+n−1 ([capacity, kv_heads · head_dim] each).
+void gated_attention(Backend& backend, const GatedAttentionShape& shape, const GatedAttentionWeights& w,
+                     const float* xn, int64_t n, int64_t pos, float* keys, float* values,
+                     GatedAttentionScratch& scratch, float* out);
+
+}  // namespace duet
