@@ -1,5 +1,6 @@
 #include "models/transcribe/perception.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include "base/error.h"
@@ -13,6 +14,16 @@ namespace {
 // A 1-D view of a tensor that may be stored with leading unit dimensions (fb is [1, n_mels, bins]).
 std::vector<float> optional_vector(WeightBinder& binder, const std::string& name, std::vector<int64_t> shape) {
     return binder.has(name) ? binder.vector({name}, shape) : std::vector<float>{};
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds since `start`, and restarts it.
+double lap(Clock::time_point& start) {
+    const Clock::time_point now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    start = now;
+    return seconds;
 }
 
 }  // namespace
@@ -59,23 +70,28 @@ Perception Perception::bind(const PerceptionConfig& c, const TensorLookup& looku
 PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, ThreadPool* pool) const {
     const PerceptionConfig& c = config_;
     PerceptionOutput out;
+    Clock::time_point start = Clock::now();
     out.mel_raw = front_end_.compute(waveform_16k, pool);
     out.mel_normalized = audio::normalize_per_feature(out.mel_raw);
     out.encoder_frames = (out.mel_raw.frames + c.asr.stacking - 1) / c.asr.stacking;
     out.audio_tokens = audio_tokens(static_cast<int64_t>(waveform_16k.size()));
     out.output_dim = c.output_dim;
+    out.seconds.front_end = lap(start);
 
     const EncodingPlan plan = plan_windows(c.windows, out.audio_tokens, out.encoder_frames);
     out.windows = static_cast<int64_t>(plan.windows.size());
     out.asr_hidden = encode_asr_branch(c, weights_.asr, out.mel_normalized, plan, pool);
+    out.seconds.asr_encoder = lap(start);
     out.spk_probs_10ms = speaker_branch_probs_10ms(c, weights_.speaker, weights_.head, out.mel_raw, plan, pool);
     out.spk_probs = average_per_frame(c.sortformer, out.spk_probs_10ms, out.encoder_frames);
     out.spk_active = speaker_activity(c.sortformer, out.spk_probs);
+    out.seconds.speaker_branch = lap(start);
 
     out.fused = fuse_speakers(weights_.fusion, c.fusion, out.asr_hidden.data(), out.spk_active.data(),
                               out.encoder_frames, c.asr.width, c.sortformer.speakers, c.asr.norm_eps);
     out.projected.resize(static_cast<size_t>(out.encoder_frames * c.output_dim));
     linear(weights_.proj, out.fused.data(), out.encoder_frames, out.projected.data(), pool);
+    out.seconds.fusion = lap(start);
     return out;
 }
 

@@ -23,6 +23,14 @@ class ThreadPool;
 
 namespace duet::transcribe {
 
+// Wall time of each stage of one perceive() call, in seconds.
+struct PerceptionTimings {
+    double front_end = 0.0;       // log-mel and normalisation
+    double asr_encoder = 0.0;
+    double speaker_branch = 0.0;  // speaker encoder and Sortformer head
+    double fusion = 0.0;          // fusion and projector
+};
+
 // Every stage of one perceive() call. Per-frame tensors have `encoder_frames` rows (the padded mel
 // frames / stacking, so padding frames included); the LM uses the first `audio_tokens` rows.
 struct PerceptionOutput {
@@ -38,6 +46,7 @@ struct PerceptionOutput {
     std::vector<float> fused;           // [encoder_frames, asr width]
     std::vector<float> projected;       // [encoder_frames, output_dim]
     int64_t output_dim = 0;
+    PerceptionTimings seconds;
 
     // The rows that replace the <|audio|> positions: [audio_tokens, output_dim].
     std::span<const float> audio_embeddings() const {

@@ -92,6 +92,18 @@ PerceptionConfig perception_preset(std::string_view name) {
     return c;
 }
 
+size_t random_perception_weight_bytes(const PerceptionConfig& c) {
+    const auto encoder_params = [](const EncoderConfig& e) {
+        const int64_t per_layer = 4 * e.width * e.width + 2 * e.width * e.ffn + e.ffn + 6 * e.width +
+                                  (e.qk_norm ? 4 * e.head_dim() : 0);
+        return e.width * e.stacking * e.feat_in + 4 * e.width + e.layers * per_layer;
+    };
+    const int64_t h = c.sortformer.hidden, r = c.sortformer.upsample, k = c.sortformer.speakers;
+    const int64_t head = h * (c.speaker.width + 1) + r * h * (3 * h + 1) + h * (h + 1) + k * (h + 1) + c.speaker.width;
+    const int64_t rest = 2 * c.asr.width + 2 * k + c.output_dim * (c.asr.width + 1);
+    return static_cast<size_t>(2 * (encoder_params(c.asr) + encoder_params(c.speaker) + head + rest));
+}
+
 std::shared_ptr<TensorSet> make_random_perception_weights(const PerceptionConfig& c, uint64_t seed, ThreadPool* pool) {
     auto set = std::make_shared<TensorSet>();
     RandomTensorWriter g(*set, seed, pool);

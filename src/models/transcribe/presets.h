@@ -17,6 +17,9 @@ namespace duet::transcribe {
 PerceptionConfig perception_preset(std::string_view name);
 std::vector<std::string_view> perception_preset_names();
 
+// Bytes make_random_perception_weights allocates (bf16), to refuse sizes a machine cannot hold.
+size_t random_perception_weight_bytes(const PerceptionConfig& config);
+
 // Every perception.* tensor of `config` (bf16, no window or filterbank: the defaults apply).
 std::shared_ptr<TensorSet> make_random_perception_weights(const PerceptionConfig& config, uint64_t seed,
                                                           ThreadPool* pool);
