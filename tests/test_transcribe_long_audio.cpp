@@ -12,6 +12,7 @@
 #include "models/transcribe/perception.h"
 #include "models/transcribe/presets.h"
 #include "models/transcribe/speaker_cache.h"
+#include "text/transcribe_prompt.h"
 
 namespace duet::transcribe {
 namespace {
@@ -54,6 +55,8 @@ TEST(TranscribeLongAudio, TokenCountFollowsTheFormula) {
     const Perception& p = tiny_perception();
     for (int64_t samples : {320, 1279, 1280, 1281, 36877, 640000, 640001, 1600000}) {
         EXPECT_EQ(p.audio_tokens(samples), ((samples / 160) + 7) / 8) << samples << " samples";
+        // The prompt builder expands <|audio|> by the same count.
+        EXPECT_EQ(p.audio_tokens(samples), static_cast<int64_t>(text::transcribe_audio_tokens(samples)));
     }
 }
 
