@@ -21,6 +21,7 @@ const char* kUsage =
     "                                       greedy continuation: the N new ids on one line\n"
     "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR\n"
     "           --arch qwen35_moe --preset tiny|a3b-8l|a3b --random-weights\n"
+    "           --arch transcribe --preset tiny|real --random-weights [--audio-seconds S]\n"
     "                                       prefill and decode speed as one JSON line\n"
     "  tokenize --tokenizer FILE (TEXT | --file PATH) | --decode IDS\n"
     "                                       encode text to ids on one line, or decode ids to the exact text\n"
@@ -29,6 +30,10 @@ const char* kUsage =
     "                                       Drama 3 text to speech: frames [G, 11] and codes [10, G]\n"
     "           --model DIR --prompt-frames FILE --dump OUT.safetensors [--temperature 0 --max-frames N]\n"
     "                                       checking form: frames, main_logits, head_logits of each frame\n"
+    "  perceive --model DIR --audio IN --out FILE.safetensors\n"
+    "                                       Transcribe's audio path on a sound file (or a .safetensors\n"
+    "                                       'waveform' [N] at 16 kHz): mel_raw, mel_normalized, asr_hidden,\n"
+    "                                       spk_probs, fused, projected, n_audio_tokens\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu)\n";
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
         if (command == "demo") return run_demo(rest);
         if (command == "tokenize") return run_tokenize(rest);
         if (command == "speak") return run_speak(rest);
+        if (command == "perceive") return run_perceive(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
         std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);
