@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/matvec_bf16.h"
 #include "kernels/cuda/ops.h"
 
 namespace duet {
@@ -46,6 +48,35 @@ struct DeviceWeight {
     std::array<uint8_t, 32> head{};
 };
 
+// Freed activation blocks, kept by size for the next allocation of that size: a decode step
+// allocates the same scratch every time, and cudaMalloc / cudaFree would synchronise the device.
+// Every op runs on the backend's one stream, so a block reused there is only touched after the
+// work that last used it.
+class BlockCache {
+public:
+    ~BlockCache() {
+        for (auto& [count, blocks] : free_) {
+            for (float* p : blocks) cudaFree(p);
+        }
+    }
+    float* take(size_t count) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        std::vector<float*>& blocks = free_[count];
+        if (blocks.empty()) return nullptr;
+        float* p = blocks.back();
+        blocks.pop_back();
+        return p;
+    }
+    void give_back(size_t count, float* p) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        free_[count].push_back(p);
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<size_t, std::vector<float*>> free_;
+};
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend() {
@@ -65,12 +96,12 @@ public:
     std::string_view name() const override { return "cuda"; }
 
     Buffer alloc(size_t count) override {
-        float* data = nullptr;
-        if (count > 0) {
-            DUET_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), count * sizeof(float)));
-            DUET_CUDA_CHECK(cudaMemsetAsync(data, 0, count * sizeof(float), stream_));
-        }
-        return Buffer(std::shared_ptr<float[]>(data, [](float* p) { cudaFree(p); }), count);
+        if (count == 0) return Buffer(std::shared_ptr<float[]>(), 0);
+        float* data = blocks_->take(count);
+        if (data == nullptr) DUET_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), count * sizeof(float)));
+        DUET_CUDA_CHECK(cudaMemsetAsync(data, 0, count * sizeof(float), stream_));
+        std::shared_ptr<BlockCache> cache = blocks_;
+        return Buffer(std::shared_ptr<float[]>(data, [cache, count](float* p) { cache->give_back(count, p); }), count);
     }
     void upload(float* dst, const float* host, size_t count) override {
         if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, host, count * 4, cudaMemcpyHostToDevice, stream_));
@@ -86,6 +117,10 @@ public:
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
         if (n == 0 || w.rows == 0) return;
         const void* dw = device_weight(w.data, matrix_bytes(w));
+        if (n == 1 && w.dtype == DType::BF16) {
+            cuda::matvec_bf16(static_cast<const uint16_t*>(dw), x, out, w.rows, w.cols, stream_);
+            return;
+        }
         if (n <= kGemvTokens) {
             cuda::gemv_rows(dw, weight_type(w), w.rows, w.cols, x, n, out, stream_);
             return;
@@ -288,6 +323,7 @@ private:
 
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
+    std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::unordered_map<const void*, DeviceBuffer> expert_tables_;
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,

@@ -32,6 +32,45 @@ __device__ __forceinline__ T warp_sum(T value) {
     return value;
 }
 
+// Dot product of 8 bf16 weights (one uint4) with 8 floats (two float4).
+__device__ __forceinline__ float dot8(uint4 w, float4 x_lo, float4 x_hi, float acc) {
+    acc = fmaf(bf16_low_to_float(w.x), x_lo.x, acc);
+    acc = fmaf(bf16_high_to_float(w.x), x_lo.y, acc);
+    acc = fmaf(bf16_low_to_float(w.y), x_lo.z, acc);
+    acc = fmaf(bf16_high_to_float(w.y), x_lo.w, acc);
+    acc = fmaf(bf16_low_to_float(w.z), x_hi.x, acc);
+    acc = fmaf(bf16_high_to_float(w.z), x_hi.y, acc);
+    acc = fmaf(bf16_low_to_float(w.w), x_hi.z, acc);
+    acc = fmaf(bf16_high_to_float(w.w), x_hi.w, acc);
+    return acc;
+}
+
+// One warp's dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with f32 x: each
+// lane keeps four 16-byte weight loads in flight (the memory-bound decode's whole game); weights
+// are streamed once, so they are loaded evict-first and x stays cached. Every lane gets the sum.
+__device__ __forceinline__ float warp_row_dot_bf16x8(const uint4* __restrict__ w_row, const float4* __restrict__ x,
+                                                     int64_t chunks) {
+    constexpr int kLoadsInFlight = 4;
+    const int lane = threadIdx.x % kWarpSize;
+    float acc[kLoadsInFlight] = {};
+    int64_t c = lane;
+    for (; c + (kLoadsInFlight - 1) * kWarpSize < chunks; c += kLoadsInFlight * kWarpSize) {
+        uint4 wv[kLoadsInFlight];
+#pragma unroll
+        for (int u = 0; u < kLoadsInFlight; ++u) wv[u] = __ldcs(w_row + c + u * kWarpSize);
+#pragma unroll
+        for (int u = 0; u < kLoadsInFlight; ++u) {
+            const int64_t k = c + u * kWarpSize;
+            acc[u] = dot8(wv[u], __ldg(x + 2 * k), __ldg(x + 2 * k + 1), acc[u]);
+        }
+    }
+    for (; c < chunks; c += kWarpSize) acc[0] = dot8(__ldcs(w_row + c), __ldg(x + 2 * c), __ldg(x + 2 * c + 1), acc[0]);
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) sum += acc[u];
+    return warp_sum(sum);
+}
+
 // Activations as PyTorch defines them (and the CPU kernels compute them).
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }

@@ -22,53 +22,16 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 constexpr int kMinBlocksPerSm = 8;
-constexpr int kLoadsInFlight = 4;
-
-// Dot product of 8 bf16 weights (one uint4) with 8 floats (two float4).
-__device__ __forceinline__ float dot8(uint4 w, float4 x_lo, float4 x_hi, float acc) {
-    acc = fmaf(bf16_low_to_float(w.x), x_lo.x, acc);
-    acc = fmaf(bf16_high_to_float(w.x), x_lo.y, acc);
-    acc = fmaf(bf16_low_to_float(w.y), x_lo.z, acc);
-    acc = fmaf(bf16_high_to_float(w.y), x_lo.w, acc);
-    acc = fmaf(bf16_low_to_float(w.z), x_hi.x, acc);
-    acc = fmaf(bf16_high_to_float(w.z), x_hi.y, acc);
-    acc = fmaf(bf16_low_to_float(w.w), x_hi.z, acc);
-    acc = fmaf(bf16_high_to_float(w.w), x_hi.w, acc);
-    return acc;
-}
 
 // Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each.
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     matvec_bf16_vec8_kernel(const uint4* __restrict__ w, const float4* __restrict__ x,
                             float* __restrict__ y, int64_t rows, int64_t chunks) {
-    const int lane = threadIdx.x % kWarpSize;
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-    // The whole warp leaves together, so the shuffles below see all 32 lanes.
+    // The whole warp leaves together, so the shuffles inside see all 32 lanes.
     if (row >= rows) return;
-
-    const uint4* w_row = w + row * chunks;
-    float acc[kLoadsInFlight] = {};
-    int64_t c = lane;
-    for (; c + (kLoadsInFlight - 1) * kWarpSize < chunks; c += kLoadsInFlight * kWarpSize) {
-        uint4 wv[kLoadsInFlight];
-        // Weights are streamed once: evict-first keeps x resident in cache.
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) wv[u] = __ldcs(w_row + c + u * kWarpSize);
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int64_t k = c + u * kWarpSize;
-            acc[u] = dot8(wv[u], __ldg(x + 2 * k), __ldg(x + 2 * k + 1), acc[u]);
-        }
-    }
-    for (; c < chunks; c += kWarpSize) {
-        acc[0] = dot8(__ldcs(w_row + c), __ldg(x + 2 * c), __ldg(x + 2 * c + 1), acc[0]);
-    }
-
-    float sum = 0.0f;
-#pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) sum += acc[u];
-    sum = warp_sum(sum);
-    if (lane == 0) y[row] = sum;
+    const float sum = warp_row_dot_bf16x8(w + row * chunks, x, chunks);
+    if (threadIdx.x % kWarpSize == 0) y[row] = sum;
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a

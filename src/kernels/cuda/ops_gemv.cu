@@ -49,6 +49,19 @@ __global__ void gemv_rows_kernel(const W* __restrict__ w, int64_t rows, int64_t 
     row_dots(w + row * cols, x, cols, n, out + row, rows);
 }
 
+// bf16 experts with rows of whole 16-byte groups and aligned inputs: the vector path.
+__global__ void expert_gemv_bf16x8_kernel(const void* const* __restrict__ experts, int64_t rows, int64_t chunks,
+                                          const int32_t* __restrict__ expert_of, const float* __restrict__ x,
+                                          int64_t slots_per_input, float* __restrict__ out) {
+    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t slot = blockIdx.y;
+    if (row >= rows) return;
+    const uint4* w = static_cast<const uint4*>(experts[expert_of[slot]]) + row * chunks;
+    const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
+    const float sum = warp_row_dot_bf16x8(w, xs, chunks);
+    if (threadIdx.x % kWarpSize == 0) out[slot * rows + row] = sum;
+}
+
 template <typename W>
 __global__ void expert_gemv_kernel(const void* const* __restrict__ experts, int64_t rows, int64_t cols,
                                    const int32_t* __restrict__ expert_of, const float* __restrict__ x,
@@ -84,8 +97,13 @@ void gemv_rows(const void* w, WeightType type, int64_t rows, int64_t cols, const
 void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int64_t cols, const int32_t* expert_of,
                  const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream) {
     if (slots == 0 || rows == 0) return;
+    require(slots <= 65535, "expert_gemv: ", slots, " token-expert pairs exceed one launch's 65535");
     const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
-    if (type == WeightType::BF16) {
+    // Device copies of weights are 256-byte aligned; inputs are rows of a scratch buffer.
+    if (type == WeightType::BF16 && cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+        expert_gemv_bf16x8_kernel<<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols / 8, expert_of,
+                                                                                   x, slots_per_input, out);
+    } else if (type == WeightType::BF16) {
         expert_gemv_kernel<uint16_t><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols, expert_of,
                                                                                       x, slots_per_input, out);
     } else {
