@@ -27,7 +27,7 @@ def nemotron_config(preset):
         return NemotronHConfig(**fields)
     except TypeError:  # older releases name the pattern instead
         fields.pop("layers_block_type")
-        return NemotronHConfig(**fields, hybrid_override_pattern=PATTERNS[preset].replace("-", "-"))
+        return NemotronHConfig(**fields, hybrid_override_pattern=PATTERNS[preset])
 
 
 def active_weight_bytes(model, config):
