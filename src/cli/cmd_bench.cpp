@@ -50,6 +50,10 @@ int run_bench(const Argv& argv) {
     const std::vector<int32_t> prompt = bench_prompt(prompt_len, vocab);
     const std::unique_ptr<SequenceState> state = model->create_state(backend, prompt_len + decode_len);
 
+    // A short untimed warm-up touches every weight once (a GPU backend copies them over then).
+    state->reset(backend);
+    model->forward(backend, *state, std::span<const int32_t>(prompt.data(), std::min<size_t>(prompt.size(), 8)), false);
+
     // Prefill: repeated on a fresh state while the runs are short, the median kept.
     std::vector<double> prefill_s;
     std::vector<float> logits;

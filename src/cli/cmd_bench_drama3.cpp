@@ -42,6 +42,13 @@ int bench_drama3(const Args& args) {
     text::FrameRows prompt(static_cast<int>(c.tower.num_codebooks));
     prompt.push_text(bench_prompt(prompt_rows, c.semantic_start));
 
+    {
+        // A short untimed warm-up touches every weight once (a GPU backend copies them over then).
+        drama3::Speaker warm(model, *rt.backend, 16);
+        warm.feed(prompt.head(8));
+        std::vector<int32_t> frame(static_cast<size_t>(c.frame_width()));
+        warm.step(drama3::FrameSampling{}, frame);
+    }
     std::vector<double> prefill_s;
     std::optional<drama3::Speaker> speaker;
     const auto bench_start = Clock::now();
