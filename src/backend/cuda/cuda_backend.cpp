@@ -3,7 +3,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -77,7 +81,56 @@ private:
     std::unordered_map<size_t, std::vector<float*>> free_;
 };
 
+// With DUET_CUDA_OP_TIMES=1 each op waits for its kernels and its wall time is summed by op name;
+// the totals are printed when the backend goes away. Inclusive: an op that calls another counts both.
+class OpTimes {
+public:
+    OpTimes() : enabled_(std::getenv("DUET_CUDA_OP_TIMES") != nullptr) {}
+    ~OpTimes() {
+        if (!enabled_ || totals_.empty()) return;
+        std::vector<std::pair<double, std::string>> rows;
+        for (const auto& [name, t] : totals_) rows.emplace_back(t.seconds, name);
+        std::sort(rows.rbegin(), rows.rend());
+        std::fprintf(stderr, "%-24s %10s %8s\n", "cuda op", "ms", "calls");
+        for (const auto& [seconds, name] : rows) {
+            std::fprintf(stderr, "%-24s %10.3f %8ld\n", name.c_str(), seconds * 1e3, totals_.at(name).calls);
+        }
+    }
+    bool enabled() const { return enabled_; }
+    void add(const char* name, double seconds) {
+        Total& t = totals_[name];
+        t.seconds += seconds;
+        ++t.calls;
+    }
+
+private:
+    struct Total {
+        double seconds = 0.0;
+        long calls = 0;
+    };
+    bool enabled_;
+    std::map<std::string, Total> totals_;
+};
+
 class CudaBackend final : public Backend {
+    // Times the op it lives in, when timing is on.
+    class Timed {
+    public:
+        Timed(CudaBackend& b, const char* name) : b_(b), name_(name) {
+            if (b_.times_.enabled()) start_ = std::chrono::steady_clock::now();
+        }
+        ~Timed() {
+            if (!b_.times_.enabled()) return;
+            cudaStreamSynchronize(b_.stream_);
+            b_.times_.add(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+        }
+
+    private:
+        CudaBackend& b_;
+        const char* name_;
+        std::chrono::steady_clock::time_point start_;
+    };
+
 public:
     CudaBackend() {
         require(cuda::device_count() > 0, "no CUDA device is available");
@@ -88,6 +141,7 @@ public:
         check_cublas(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
     }
     ~CudaBackend() override {
+        Timed timed(*this, "add");
         cudaStreamSynchronize(stream_);
         cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
@@ -104,17 +158,21 @@ public:
         return Buffer(std::shared_ptr<float[]>(data, [cache, count](float* p) { cache->give_back(count, p); }), count);
     }
     void upload(float* dst, const float* host, size_t count) override {
+        Timed timed(*this, "upload");
         if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, host, count * 4, cudaMemcpyHostToDevice, stream_));
     }
     void download(float* host, const float* src, size_t count) override {
+        Timed timed(*this, "download");
         if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(host, src, count * 4, cudaMemcpyDeviceToHost, stream_));
         DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
     void copy(float* dst, const float* src, size_t count) override {
+        Timed timed(*this, "copy");
         if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDeviceToDevice, stream_));
     }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
+        Timed timed(*this, "matmul");
         if (n == 0 || w.rows == 0) return;
         const void* dw = device_weight(w.data, matrix_bytes(w));
         if (n == 1 && w.dtype == DType::BF16) {
@@ -142,6 +200,7 @@ public:
     }
 
     void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
+        Timed timed(*this, "embed");
         for (int64_t t = 0; t < n; ++t) {
             require(ids[t] >= 0 && ids[t] < table.rows, "token id ", ids[t], " is outside the vocabulary [0, ",
                     table.rows, ")");
@@ -151,6 +210,7 @@ public:
 
     void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n, bool accumulate,
                         const float* row_scale, float* out) override {
+        Timed timed(*this, "sum_embeddings");
         for (int64_t i = 0; i < n * per_row; ++i) {
             require(ids[i] < table.rows, "embedding id ", ids[i], " is outside the table's ", table.rows, " rows");
         }
@@ -161,20 +221,32 @@ public:
     }
 
     void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {
+        Timed timed(*this, "rmsnorm");
         cuda::rmsnorm(x, device_vector(weight, dim), n, dim, eps, out, stream_);
     }
     void add(float* acc, const float* x, int64_t count) override { cuda::add(acc, x, count, stream_); }
-    void relu2(float* x, int64_t count) override { cuda::relu2(x, count, stream_); }
-    void scale(float* x, float factor, int64_t count) override { cuda::scale(x, factor, count, stream_); }
-    void silu_mul(float* gate, const float* up, int64_t count) override { cuda::silu_mul(gate, up, count, stream_); }
+    void relu2(float* x, int64_t count) override {
+        Timed timed(*this, "relu2");
+        cuda::relu2(x, count, stream_);
+    }
+    void scale(float* x, float factor, int64_t count) override {
+        Timed timed(*this, "scale");
+        cuda::scale(x, factor, count, stream_);
+    }
+    void silu_mul(float* gate, const float* up, int64_t count) override {
+        Timed timed(*this, "silu_mul");
+        cuda::silu_mul(gate, up, count, stream_);
+    }
 
     void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
                             const float* bias, int64_t kernel, float* ring, float* out, float* ring_history) override {
+        Timed timed(*this, "causal_conv1d_silu");
         cuda::causal_conv1d_silu(x, x_stride, n, channels, device_vector(taps, channels * kernel),
                                  bias != nullptr ? device_vector(bias, channels) : nullptr, kernel, ring, out,
                                  ring_history, stream_);
     }
     void ssm_scan(const SsmScanArgs& args) override {
+        Timed timed(*this, "ssm_scan");
         SsmScanArgs a = args;
         a.dt_bias = device_vector(args.dt_bias, args.heads);
         a.a = device_vector(args.a, args.heads);
@@ -183,33 +255,40 @@ public:
     }
     void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
                              int64_t groups, float eps) override {
+        Timed timed(*this, "gated_group_rmsnorm");
         cuda::gated_group_rmsnorm(y, z, z_stride, device_vector(weight, dim), n, dim, groups, eps, stream_);
     }
     void attention(const AttentionArgs& args) override {
+        Timed timed(*this, "attention");
         float* scores = scratch(scores_, static_cast<size_t>(args.n * args.heads * (args.pos + args.n)));
         cuda::attention(args, scores, stream_);
     }
     void gated_delta_rule(const GatedDeltaArgs& args) override {
+        Timed timed(*this, "gated_delta_rule");
         GatedDeltaArgs a = args;
         a.neg_exp_a_log = device_vector(args.neg_exp_a_log, args.v_heads);
         a.dt_bias = device_vector(args.dt_bias, args.v_heads);
         cuda::gated_delta_rule(a, stream_);
     }
     void head_rmsnorm_rope(const HeadNormRopeArgs& args) override {
+        Timed timed(*this, "head_rmsnorm_rope");
         HeadNormRopeArgs a = args;
         a.norm_weight = device_vector(args.norm_weight, args.head_dim);
         cuda::head_rmsnorm_rope(a, stream_);
     }
     void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                                 int64_t heads, int64_t head_dim, float eps) override {
+        Timed timed(*this, "head_rmsnorm_silu_gate");
         cuda::head_rmsnorm_silu_gate(y, z, z_stride, device_vector(weight, head_dim), n, heads, head_dim, eps, stream_);
     }
     void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
                             int64_t heads, int64_t head_dim) override {
+        Timed timed(*this, "sigmoid_gate_heads");
         cuda::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, stream_);
     }
 
     void moe_relu2(const float* x, int64_t n, const MoeWeights& w, const MoeRouting& routing, float* out) override {
+        Timed timed(*this, "moe_relu2");
         const int64_t experts = w.router.rows, hidden = w.router.cols, k = routing.top_k, slots = n * k;
         const int64_t inter = w.up.empty() ? 0 : w.up[0].rows;
         float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
@@ -237,6 +316,7 @@ public:
 
     void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& w, int64_t top_k, bool normalize,
                     float* out) override {
+        Timed timed(*this, "moe_swiglu");
         const int64_t experts = w.router.rows, hidden = w.router.cols, slots = n * top_k;
         const int64_t inter = w.gate.empty() ? 0 : w.gate[0].rows;
         float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
@@ -324,6 +404,7 @@ private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
+    OpTimes times_;
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::unordered_map<const void*, DeviceBuffer> expert_tables_;
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
