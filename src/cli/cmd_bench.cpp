@@ -50,6 +50,8 @@ std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
 }  // namespace
 
 int run_bench(const Argv& argv) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "--arch" && argv[i + 1] == "fish_codec") return run_codec_bench(argv);
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--seed",
                      "--bandwidth-mib"},
               {"--random-weights"});

@@ -19,6 +19,9 @@ int run_generate(const Argv& argv);
 int run_bench(const Argv& argv);
 int run_demo(const Argv& argv);
 int run_tokenize(const Argv& argv);
+int run_codec(const Argv& argv);
+// duet bench --arch fish_codec: the codec's decode and encode speed.
+int run_codec_bench(const Argv& argv);
 
 // The thread pool and backend every command computes with.
 struct Runtime {
