@@ -30,6 +30,8 @@ std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab);
 
 // The benchmarks of the architectures that are not plain causal LMs, with run_bench's flags.
 int bench_drama3(const Args& args);
+// The codec's decode (whole and streamed) and encode real-time factors.
+int bench_fish_codec(const Args& args);
 int bench_transcribe(const Args& args);
 
 // The fields every bench line starts with.

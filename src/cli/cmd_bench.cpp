@@ -18,11 +18,12 @@ namespace duet::cli {
 
 int run_bench(const Argv& argv) {
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--device", "--seed",
-                     "--bandwidth-mib", "--audio-seconds"},
-              {"--random-weights"});
+                     "--bandwidth-mib", "--audio-seconds", "--seconds"},
+              {"--random-weights", "--no-encode"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
     if (arch == "drama3") return bench_drama3(args);
     if (arch == "transcribe") return bench_transcribe(args);
+    if (arch == "fish_codec") return bench_fish_codec(args);
     const bool random = args.has("--random-weights");
     if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
     if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};

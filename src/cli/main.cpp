@@ -22,6 +22,7 @@ const char* kUsage =
     "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR\n"
     "           --arch qwen35_moe --preset tiny|a3b-8l|a3b --random-weights\n"
     "           --arch transcribe --preset tiny|real --random-weights [--audio-seconds S]\n"
+    "           --arch fish_codec --preset tiny|real --random-weights [--seconds S] | --model DIR\n"
     "                                       prefill and decode speed as one JSON line\n"
     "  tokenize --tokenizer FILE (TEXT | --file PATH) | --decode IDS\n"
     "                                       encode text to ids on one line, or decode ids to the exact text\n"
@@ -34,6 +35,9 @@ const char* kUsage =
     "                                       Transcribe's audio path on a sound file (or a .safetensors\n"
     "                                       'waveform' [N] at 16 kHz): mel_raw, mel_normalized, asr_hidden,\n"
     "                                       spk_probs, fused, projected, n_audio_tokens\n"
+    "  codec    decode --codec DIR --codes FILE --out OUT.wav|OUT.safetensors [--float]\n"
+    "           encode --codec DIR --audio IN --out FILE.safetensors\n"
+    "                                       Fish codec: codes [1 + n_codebooks, frames] <-> 44.1 kHz audio\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu)\n";
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
         if (command == "tokenize") return run_tokenize(rest);
         if (command == "speak") return run_speak(rest);
         if (command == "perceive") return run_perceive(rest);
+        if (command == "codec") return run_codec(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
         std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);

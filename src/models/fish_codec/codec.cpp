@@ -1,0 +1,246 @@
+#include "models/fish_codec/codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "base/error.h"
+#include "io/safetensors.h"
+#include "io/torch_checkpoint.h"
+#include "models/fish_codec/random_weights.h"
+
+namespace duet::fish_codec {
+
+namespace {
+
+// Whole decodes run as a stream in chunks of this many frames, which bounds the activations' memory
+// (the result is the same: chunked and whole decoding agree to the bit).
+constexpr int64_t kDecodeChunkFrames = 32;
+
+void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, float* z, ThreadPool* pool) {
+    const int64_t steps = static_cast<int64_t>(codes.size());
+    std::vector<float> embedded(static_cast<size_t>(steps * cb.dim));
+    for (int64_t t = 0; t < steps; ++t)
+        std::copy_n(cb.entries.data() + codes[static_cast<size_t>(t)] * cb.dim, cb.dim, embedded.data() + t * cb.dim);
+    const std::vector<float> projected = linear(cb.out_proj, embedded.data(), steps, pool);
+    for (size_t i = 0; i < projected.size(); ++i) z[i] += projected[i];
+}
+
+// The nearest code to each row of `latent` by cosine (the distance between L2-normalised vectors,
+// computed as fish does: |e|² - 2 e·c + |c|²); subtracts the chosen code's projection from `latent`.
+std::vector<int32_t> quantize(const Codebook& cb, std::vector<float>& latent, int64_t steps, ThreadPool* pool) {
+    const int64_t width = cb.out_proj.out;
+    std::vector<float> projected = linear(cb.in_proj, latent.data(), steps, pool);
+    std::vector<float> code_squares(static_cast<size_t>(cb.size));
+    for (int64_t k = 0; k < cb.size; ++k) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < cb.dim; ++i) s += cb.normalized[static_cast<size_t>(k * cb.dim + i)] * cb.normalized[static_cast<size_t>(k * cb.dim + i)];
+        code_squares[static_cast<size_t>(k)] = s;
+    }
+    std::vector<int32_t> codes(static_cast<size_t>(steps));
+    parallel_for(pool, steps, 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> e(static_cast<size_t>(cb.dim));
+        for (int64_t t = begin; t < end; ++t) {
+            const float* row = projected.data() + t * cb.dim;
+            float squares = 0.0f;
+            for (int64_t i = 0; i < cb.dim; ++i) squares += row[i] * row[i];
+            const float norm = std::max(std::sqrt(squares), 1e-12f);
+            float e_squares = 0.0f;
+            for (int64_t i = 0; i < cb.dim; ++i) {
+                e[static_cast<size_t>(i)] = row[i] / norm;
+                e_squares += e[static_cast<size_t>(i)] * e[static_cast<size_t>(i)];
+            }
+            int32_t best = 0;
+            float best_distance = INFINITY;
+            for (int64_t k = 0; k < cb.size; ++k) {
+                const float* code = cb.normalized.data() + k * cb.dim;
+                float dot = 0.0f;
+                for (int64_t i = 0; i < cb.dim; ++i) dot += e[static_cast<size_t>(i)] * code[i];
+                const float distance = e_squares - 2.0f * dot + code_squares[static_cast<size_t>(k)];
+                if (distance < best_distance) {
+                    best_distance = distance;
+                    best = static_cast<int32_t>(k);
+                }
+            }
+            codes[static_cast<size_t>(t)] = best;
+        }
+    });
+    std::vector<float> chosen(static_cast<size_t>(width * steps), 0.0f);
+    add_codebook_rows(cb, codes, chosen.data(), pool);
+    for (size_t i = 0; i < latent.size(); ++i) latent[i] -= chosen[i];
+    return codes;
+}
+
+FishCodec load_file(const std::string& file, const Config& config) {
+    if (file.ends_with(".pth") || file.ends_with(".pt") || file.ends_with(".ckpt")) {
+        auto ckpt = std::make_shared<TorchCheckpoint>(TorchCheckpoint::open(file));
+        return FishCodec::from_lookup(config, [&](std::string_view n) { return ckpt->find(n); }, file);
+    }
+    auto st = std::make_shared<Checkpoint>(Checkpoint::open(file));
+    return FishCodec::from_lookup(config, [&](std::string_view n) { return st->find(n); }, file);
+}
+
+}  // namespace
+
+FishCodec FishCodec::load(const std::string& path) {
+    namespace fs = std::filesystem;
+    require(fs::exists(path), path, ": no such codec file or directory");
+    if (fs::is_directory(path)) {
+        const Config config = load_config_for(path);
+        for (const char* name : {"codec.pth", "codec.safetensors"}) {
+            const fs::path file = fs::path(path) / name;
+            if (fs::exists(file)) return load_file(file.string(), config);
+        }
+        fail(path, ": holds neither codec.pth nor codec.safetensors");
+    }
+    return load_file(path, load_config_for(fs::path(path).parent_path().string()));
+}
+
+FishCodec FishCodec::from_lookup(const Config& config, const TensorLookup& lookup, const std::string& source) {
+    validate(config, source);
+    FishCodec codec;
+    codec.config_ = std::make_shared<const Config>(config);
+    codec.weights_ = std::make_shared<const Weights>(bind_weights(config, lookup, source));
+    return codec;
+}
+
+FishCodec FishCodec::random(const Config& config, uint64_t seed, ThreadPool* pool) {
+    const std::shared_ptr<TensorSet> tensors = make_random_weights(config, seed, pool);
+    return from_lookup(config, [&](std::string_view n) { return tensors->find(n); }, "(random codec weights)");
+}
+
+std::vector<float> FishCodec::decode(std::span<const int32_t> codes, int64_t frames, ThreadPool* pool) const {
+    require(frames >= 0 && static_cast<int64_t>(codes.size()) == codebooks() * frames, "codec decode: ", codes.size(),
+            " codes for ", frames, " frames of ", codebooks(), " codebooks");
+    const std::vector<int32_t> frame_major = to_frame_major(codes, codebooks(), frames);
+    StreamingDecoder stream(*this, pool);
+    std::vector<float> audio;
+    audio.reserve(static_cast<size_t>(frames * samples_per_frame()));
+    for (int64_t f = 0; f < frames; f += kDecodeChunkFrames) {
+        const int64_t n = std::min(kDecodeChunkFrames, frames - f);
+        const std::vector<float> part = stream.push(std::span(frame_major).subspan(
+            static_cast<size_t>(f * codebooks()), static_cast<size_t>(n * codebooks())));
+        audio.insert(audio.end(), part.begin(), part.end());
+    }
+    return audio;
+}
+
+std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPool* pool) const {
+    const Weights& w = *weights_;
+    const int64_t per_frame = samples_per_frame();
+    const int64_t frames = (static_cast<int64_t>(samples.size()) + per_frame - 1) / per_frame;
+    int64_t steps = frames * per_frame;
+    std::vector<float> x(static_cast<size_t>(steps), 0.0f);
+    std::copy(samples.begin(), samples.end(), x.begin());
+    if (frames == 0) return {};
+
+    auto run_conv = [&](const Conv& conv, std::vector<float>& v) {
+        ConvState state = new_state(conv);
+        v = causal_conv(conv, state, v.data(), steps, pool);
+        steps /= conv.stride;
+    };
+    run_conv(w.encoder_in, x);
+    for (const EncoderBlock& block : w.encoder_blocks) {
+        for (const ResidualUnit& unit : block.units) {
+            ResidualUnitState state = new_state(unit);
+            residual_unit(unit, state, x, steps, pool);
+        }
+        snake(block.snake, x.data(), steps, pool);
+        run_conv(block.downsample, x);
+        if (block.has_transformer) {
+            TransformerState state = new_state(block.transformer);
+            transformer(block.transformer, state, x, steps, pool);
+        }
+    }
+    snake(w.encoder_snake, x.data(), steps, pool);
+    run_conv(w.encoder_out, x);
+    for (const Resample& r : w.downsample) {
+        run_conv(r.down, x);
+        ConvNeXtState state = new_state(r.block);
+        convnext(r.block, state, x, steps, pool);
+    }
+    TransformerState pre_state = new_state(w.pre_module);
+    transformer(w.pre_module, pre_state, x, steps, pool);
+    require(steps == frames, "codec encode: internal frame count mismatch");
+
+    std::vector<int32_t> codes;
+    codes.reserve(static_cast<size_t>(codebooks() * frames));
+    // The semantic code, then residual codes of what it leaves.
+    for (const std::vector<Codebook>* books : {&w.semantic, &w.residual}) {
+        for (const Codebook& cb : *books) {
+            const std::vector<int32_t> row = quantize(cb, x, steps, pool);
+            codes.insert(codes.end(), row.begin(), row.end());
+        }
+    }
+    return codes;
+}
+
+StreamingDecoder::StreamingDecoder(const FishCodec& codec, ThreadPool* pool)
+    : config_(codec.config_), weights_(codec.weights_), pool_(pool) {
+    const Weights& w = *weights_;
+    post_module_ = new_state(w.post_module);
+    for (const Resample& r : w.upsample) {
+        upsample_.push_back(new_state(r.up));
+        upsample_blocks_.push_back(new_state(r.block));
+    }
+    decoder_in_ = new_state(w.decoder_in);
+    for (const DecoderBlock& b : w.decoder_blocks) {
+        block_upsample_.push_back(new_state(b.upsample));
+        block_units_.push_back({new_state(b.units[0]), new_state(b.units[1]), new_state(b.units[2])});
+    }
+    decoder_out_ = new_state(w.decoder_out);
+}
+
+std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) {
+    const Config& c = *config_;
+    const Weights& w = *weights_;
+    const int64_t books = 1 + c.n_codebooks;
+    require(frame_major.size() % static_cast<size_t>(books) == 0, "codec stream: ", frame_major.size(),
+            " codes is not a whole number of frames of ", books, " codebooks");
+    const int64_t frames = static_cast<int64_t>(frame_major.size()) / books;
+    if (frames == 0) return {};
+
+    // Sum of every codebook's projected entry, codes clamped to the codebook as fish-speech does.
+    int64_t steps = frames;
+    std::vector<float> x(static_cast<size_t>(steps * c.latent_dim), 0.0f);
+    for (int64_t b = 0; b < books; ++b) {
+        const Codebook& cb = b == 0 ? w.semantic[0] : w.residual[static_cast<size_t>(b - 1)];
+        std::vector<int32_t> column(static_cast<size_t>(frames));
+        for (int64_t f = 0; f < frames; ++f) {
+            const int32_t code = frame_major[static_cast<size_t>(f * books + b)];
+            require(code >= 0, "codec decode: negative code ", code, " in frame ", frames_ + f, ", codebook ", b);
+            column[static_cast<size_t>(f)] = static_cast<int32_t>(std::min<int64_t>(code, cb.size - 1));
+        }
+        add_codebook_rows(cb, column, x.data(), pool_);
+    }
+
+    transformer(w.post_module, post_module_, x, steps, pool_);
+    for (size_t i = 0; i < w.upsample.size(); ++i) {
+        x = conv_transpose(w.upsample[i].up, upsample_[i], x.data(), steps, pool_);
+        steps *= w.upsample[i].up.stride;
+        convnext(w.upsample[i].block, upsample_blocks_[i], x, steps, pool_);
+    }
+    x = causal_conv(w.decoder_in, decoder_in_, x.data(), steps, pool_);
+    for (size_t b = 0; b < w.decoder_blocks.size(); ++b) {
+        const DecoderBlock& block = w.decoder_blocks[b];
+        snake(block.snake, x.data(), steps, pool_);
+        x = conv_transpose(block.upsample, block_upsample_[b], x.data(), steps, pool_);
+        steps *= block.upsample.stride;
+        for (size_t u = 0; u < 3; ++u) residual_unit(block.units[u], block_units_[b][u], x, steps, pool_);
+    }
+    snake(w.decoder_snake, x.data(), steps, pool_);
+    x = causal_conv(w.decoder_out, decoder_out_, x.data(), steps, pool_);
+    for (float& v : x) v = std::tanh(v);
+    frames_ += frames;
+    return x;
+}
+
+std::vector<int32_t> to_frame_major(std::span<const int32_t> codes, int64_t codebooks, int64_t frames) {
+    std::vector<int32_t> out(codes.size());
+    for (int64_t b = 0; b < codebooks; ++b)
+        for (int64_t f = 0; f < frames; ++f)
+            out[static_cast<size_t>(f * codebooks + b)] = codes[static_cast<size_t>(b * frames + f)];
+    return out;
+}
+
+}  // namespace duet::fish_codec
