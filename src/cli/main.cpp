@@ -34,6 +34,13 @@ const char* kUsage =
     "                                       Transcribe's audio path on a sound file (or a .safetensors\n"
     "                                       'waveform' [N] at 16 kHz): mel_raw, mel_normalized, asr_hidden,\n"
     "                                       spk_probs, fused, projected, n_audio_tokens\n"
+    "  transcribe --model DIR FILE... [--prompt \"...\"] [--format text|json] [--no-speculative]\n"
+    "           [--max-tokens N (default 2048)]\n"
+    "                                       speech to text with a Transcribe directory (perception, LLM,\n"
+    "                                       tokenizer.json): each file's text, <spk:N> tags kept, or one\n"
+    "                                       JSON line per file with speaker segments and timings; drafts\n"
+    "                                       with the MTP module when the LLM has one; --ctx defaults to\n"
+    "                                       the prompt plus --max-tokens\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu)\n";
@@ -58,6 +65,7 @@ int main(int argc, char** argv) {
         if (command == "tokenize") return run_tokenize(rest);
         if (command == "speak") return run_speak(rest);
         if (command == "perceive") return run_perceive(rest);
+        if (command == "transcribe") return run_transcribe(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
         std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);
