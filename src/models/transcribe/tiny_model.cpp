@@ -49,8 +49,9 @@ void write_tiny_transcribe_model(const std::string& out_dir, const std::string& 
         tensors.push_back({std::string(nemotron_h::kLlmPrefix) + t->name, t->dtype, t->shape, t->data, t->nbytes});
     }
     write_safetensors((std::filesystem::path(out_dir) / "model.safetensors").string(), tensors);
-    std::filesystem::copy_file(tokenizer_path, std::filesystem::path(out_dir) / "tokenizer.json",
-                               std::filesystem::copy_options::overwrite_existing);
+    // Copied by content, so the copy is writable even when the source is not.
+    std::ifstream tokenizer_in(tokenizer_path, std::ios::binary);
+    std::ofstream(std::filesystem::path(out_dir) / "tokenizer.json", std::ios::binary) << tokenizer_in.rdbuf();
 }
 
 }  // namespace duet::transcribe

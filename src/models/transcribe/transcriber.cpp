@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "models/nemotron_h/speculative.h"
+#include "text/unicode.h"
 
 namespace duet::transcribe {
 
@@ -123,7 +124,8 @@ Transcription Transcriber::decode(const PreparedAudio& audio, Backend& backend,
     if (out.finished) out.ids.pop_back();
     const double emitted = static_cast<double>(out.ids.size() + (out.finished ? 1 : 0));
     out.seconds.tokens_per_second = out.seconds.decode > 0.0 ? emitted / out.seconds.decode : 0.0;
-    out.text = tokenizer_->decode(out.ids);
+    // Ids cut at the token limit may end inside a character; the text stays valid UTF-8.
+    out.text = text::replace_invalid_utf8(tokenizer_->decode(out.ids));
     return out;
 }
 

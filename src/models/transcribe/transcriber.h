@@ -50,7 +50,7 @@ struct TranscriptionTimings {
 };
 
 struct Transcription {
-    std::string text;
+    std::string text;              // valid UTF-8 (U+FFFD for stray bytes)
     std::vector<int32_t> ids;      // the generated ids, `<|im_end|>` left out
     bool finished = false;         // ended at `<|im_end|>` rather than at the token limit
     int64_t samples = 0;
