@@ -216,6 +216,17 @@ TEST_F(TranscribeLoop, MissingPartsOfTheDirectoryAreNamed) {
     EXPECT_NE(no_files.err.find("give at least one FILE"), std::string::npos) << no_files.err;
 }
 
+TEST_F(TranscribeLoop, DemoWritesATranscribableDirectory) {
+    TempDir tmp("transcribe-demo");
+    const testing::CliResult demo = run_duet("demo --transcribe --threads 2 --perception " + kPerceptionDir +
+                                             " --tokenizer " + kTokenizer + " --dir " + tmp.file("tiny"));
+    ASSERT_EQ(demo.exit_code, 0) << demo.err;
+    const testing::CliResult r = run_duet("transcribe --threads 2 --max-tokens 8 --model " + tmp.file("tiny") + " " +
+                                          dir_->file("tone.wav"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(r.out.empty());
+}
+
 TEST(Transcript, LanguageAndSpeakerSegments) {
     EXPECT_EQ(stated_language(" <lang:de> Hallo"), "de");
     EXPECT_EQ(stated_language("Hallo <lang:de>"), std::nullopt);

@@ -14,6 +14,8 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  demo                                 generate from a built-in tiny random model (its output is noise)\n"
+    "  demo --transcribe --perception DIR --tokenizer FILE [--dir OUT]\n"
+    "                                       write a tiny random Transcribe directory for duet transcribe\n"
     "  info     --model DIR                 architecture, sizes, tensor count and bytes of a checkpoint\n"
     "  logits   --model DIR --ids 1,2,3 --out FILE.safetensors\n"
     "                                       prefill logits for the ids: tensor 'logits' [T, V] f32\n"
