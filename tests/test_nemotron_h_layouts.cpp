@@ -110,5 +110,22 @@ TEST_F(NemotronHLayouts, ShardedWithIndex) {
     EXPECT_EQ(logits_of(dir_.path()), logits_of(source_));
 }
 
+TEST_F(NemotronHLayouts, LlmPrefixBesideOtherTensors) {
+    // A Transcribe checkpoint: the LLM under `llm.` (draft module included), the audio path beside it.
+    write_config(config_);
+    std::vector<TensorToWrite> tensors;
+    for (TensorToWrite t : fixture_tensors()) {
+        t.name = std::string(kLlmPrefix) + t.name;
+        tensors.push_back(t);
+    }
+    const float bias = 0.5f;
+    tensors.push_back({"perception.proj.bias", DType::F32, {1}, &bias, sizeof bias});
+    write_safetensors(dir_.file("model.safetensors"), tensors);
+    const Model model = Model::load(dir_.path());
+    EXPECT_EQ(model.layout(), "hub under llm.");
+    EXPECT_EQ(model.has_draft(), Model::load(source_).has_draft());
+    EXPECT_EQ(logits_of(dir_.path()), logits_of(source_));
+}
+
 }  // namespace
 }  // namespace duet::nemotron_h

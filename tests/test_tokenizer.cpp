@@ -7,6 +7,7 @@
 #include "base/json.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
+#include "text/unicode.h"
 
 namespace duet::text {
 namespace {
@@ -46,6 +47,13 @@ TEST(TokenizerErrors, InvalidUtf8NamesTheOffset) {
     EXPECT_NE(message.find("byte offset 2"), std::string::npos) << message;
     const std::string overlong = testing::error_of([] { qwen2_pattern().encode(std::string("x\xC0\x80", 3)); });
     EXPECT_NE(overlong.find("byte offset 1"), std::string::npos) << overlong;
+}
+
+TEST(Unicode, ReplaceInvalidUtf8KeepsWellFormedText) {
+    EXPECT_EQ(replace_invalid_utf8("h\xC3\xA9llo \xE8\xAF\xAD"), "h\xC3\xA9llo \xE8\xAF\xAD");
+    // A stray continuation byte, a truncated sequence at the end, an overlong form.
+    EXPECT_EQ(replace_invalid_utf8(std::string("a\x87" "b\xE8\xAF", 5)), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(replace_invalid_utf8(std::string("\xC0\x80", 2)), "\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(TokenizerErrors, IdOutOfRangeIsNamed) {

@@ -11,12 +11,33 @@
 #include "models/registry.h"
 #include "models/nemotron_h/presets.h"
 #include "models/nemotron_h/random_weights.h"
+#include "models/transcribe/tiny_model.h"
 
 namespace duet::cli {
 
 
+namespace {
+
+// A tiny random Transcribe directory from a perception checkpoint and a tokenizer with the Transcribe
+// structural tokens (the transcribe_audio_tiny and tokenizer_qwen2_pattern fixtures fit), for
+// `duet transcribe --model DIR` to run on.
+int write_transcribe_demo(const Args& args) {
+    const std::string dir =
+        args.text_or("--dir", (std::filesystem::temp_directory_path() / "duet-demo-transcribe").string());
+    Runtime rt(args);
+    transcribe::write_tiny_transcribe_model(dir, args.text("--perception"), args.text("--tokenizer"),
+                                            /*seed=*/20261201, &rt.pool);
+    std::printf("duet demo: a tiny Transcribe model (the perception of %s, a RANDOM Nemotron-H with its MTP module)\n"
+                "written to %s; run `duet transcribe --model %s FILE.wav` (its text is noise)\n",
+                args.text("--perception").c_str(), dir.c_str(), dir.c_str());
+    return 0;
+}
+
+}  // namespace
+
 int run_demo(const Argv& argv) {
-    Args args(argv, {"--dir", "--threads", "--device", "-n"}, {});
+    Args args(argv, {"--dir", "--threads", "--device", "-n", "--perception", "--tokenizer"}, {"--transcribe"});
+    if (args.has("--transcribe")) return write_transcribe_demo(args);
     const int64_t count = args.integer_or("-n", 12, 1, 4096);
     const std::filesystem::path dir =
         args.text_or("--dir", (std::filesystem::temp_directory_path() / "duet-demo-nemotron_h").string());

@@ -22,6 +22,7 @@ int run_tokenize(const Argv& argv);
 int run_speak(const Argv& argv);
 int run_perceive(const Argv& argv);
 int run_codec(const Argv& argv);
+int run_transcribe(const Argv& argv);
 
 // The thread pool and backend every command computes with: --threads and --device (cpu or cuda).
 struct Runtime {

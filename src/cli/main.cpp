@@ -14,6 +14,8 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  demo                                 generate from a built-in tiny random model (its output is noise)\n"
+    "  demo --transcribe --perception DIR --tokenizer FILE [--dir OUT]\n"
+    "                                       write a tiny random Transcribe directory for duet transcribe\n"
     "  info     --model DIR                 architecture, sizes, tensor count and bytes of a checkpoint\n"
     "  logits   --model DIR --ids 1,2,3 --out FILE.safetensors\n"
     "                                       prefill logits for the ids: tensor 'logits' [T, V] f32\n"
@@ -38,6 +40,13 @@ const char* kUsage =
     "  codec    decode --codec DIR --codes FILE --out OUT.wav|OUT.safetensors [--float]\n"
     "           encode --codec DIR --audio IN --out FILE.safetensors\n"
     "                                       Fish codec: codes [1 + n_codebooks, frames] <-> 44.1 kHz audio\n"
+    "  transcribe --model DIR FILE... [--prompt \"...\"] [--format text|json] [--no-speculative]\n"
+    "           [--max-tokens N (default 2048)]\n"
+    "                                       speech to text with a Transcribe directory (perception, LLM,\n"
+    "                                       tokenizer.json): each file's text, <spk:N> tags kept, or one\n"
+    "                                       JSON line per file with speaker segments and timings; drafts\n"
+    "                                       with the MTP module when the LLM has one; --ctx defaults to\n"
+    "                                       the prompt plus --max-tokens\n"
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu)\n";
@@ -63,6 +72,7 @@ int main(int argc, char** argv) {
         if (command == "speak") return run_speak(rest);
         if (command == "perceive") return run_perceive(rest);
         if (command == "codec") return run_codec(rest);
+        if (command == "transcribe") return run_transcribe(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
         std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);

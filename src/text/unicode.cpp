@@ -9,37 +9,66 @@
 
 namespace duet::text {
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at byte i, or 0 when it is not one; `truncated` is set
+// when a valid lead byte runs past the end.
+size_t sequence_length(const unsigned char* s, size_t n, size_t i, bool& truncated) {
+    truncated = false;
+    const unsigned char c = s[i];
+    if (c < 0x80) return 1;
+    int extra = 0;
+    char32_t cp = 0, min = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+        extra = 1, cp = c & 0x1F, min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        extra = 2, cp = c & 0x0F, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        extra = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n - i <= static_cast<size_t>(extra)) {
+        truncated = true;
+        return 0;
+    }
+    for (int k = 1; k <= extra; ++k) {
+        if ((s[i + k] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return static_cast<size_t>(extra) + 1;
+}
+
+}  // namespace
+
 void validate_utf8(std::string_view text, std::string_view what) {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-    const size_t n = text.size();
-    size_t i = 0;
-    while (i < n) {
-        const unsigned char c = s[i];
-        if (c < 0x80) {
+    for (size_t i = 0; i < text.size();) {
+        bool truncated = false;
+        const size_t length = sequence_length(s, text.size(), i, truncated);
+        if (truncated) fail(what, ": truncated UTF-8 sequence at byte offset ", i);
+        if (length == 0) fail(what, ": invalid UTF-8 at byte offset ", i);
+        i += length;
+    }
+}
+
+std::string replace_invalid_utf8(std::string_view text) {
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        bool truncated = false;
+        const size_t length = sequence_length(s, text.size(), i, truncated);
+        if (length == 0) {
+            out += "\xEF\xBF\xBD";  // U+FFFD
             ++i;
             continue;
         }
-        int extra = 0;
-        char32_t cp = 0, min = 0;
-        if (c >= 0xC2 && c <= 0xDF) {
-            extra = 1, cp = c & 0x1F, min = 0x80;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            extra = 2, cp = c & 0x0F, min = 0x800;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            extra = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            fail(what, ": invalid UTF-8 at byte offset ", i);
-        }
-        if (n - i <= static_cast<size_t>(extra)) fail(what, ": truncated UTF-8 sequence at byte offset ", i);
-        for (int k = 1; k <= extra; ++k) {
-            if ((s[i + k] & 0xC0) != 0x80) fail(what, ": invalid UTF-8 at byte offset ", i);
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            fail(what, ": invalid UTF-8 at byte offset ", i);
-        }
-        i += extra + 1;
+        out.append(text.substr(i, length));
+        i += length;
     }
+    return out;
 }
 
 std::string nfc(std::string_view text) {

@@ -12,6 +12,9 @@ namespace duet::text {
 // (overlong forms, surrogates and code points above U+10FFFF are invalid too).
 void validate_utf8(std::string_view text, std::string_view what);
 
+// The text with each byte that starts no well-formed sequence replaced by U+FFFD.
+std::string replace_invalid_utf8(std::string_view text);
+
 // Unicode NFC of valid UTF-8.
 std::string nfc(std::string_view text);
 

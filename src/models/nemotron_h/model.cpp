@@ -28,14 +28,21 @@ Model Model::from_tensors(const Config& config, std::shared_ptr<const TensorSet>
 
 Model Model::bind(const Config& config, const TensorLookup& lookup, const std::vector<const TensorEntry*>& all,
                   const std::string& source, size_t tensor_bytes, std::shared_ptr<const void> keep_alive) {
-    WeightBinder binder(lookup, source);
+    // Under a prefix every name is read through it, so the layouts below need not know of it.
+    const std::string prefix = checkpoint_prefix(lookup);
+    const TensorLookup scoped = prefix.empty() ? lookup : TensorLookup([lookup, prefix](std::string_view name) {
+        return lookup(prefix + std::string(name));
+    });
+    WeightBinder binder(scoped, source);
     Layout layout = detect_layout(binder, source);
-    const bool with_draft = std::any_of(all.begin(), all.end(), [](const TensorEntry* t) {
-        return std::string_view(t->name).starts_with(kDraftPrefix);
+    const std::string draft_prefix = prefix + std::string(kDraftPrefix);
+    const bool with_draft = std::any_of(all.begin(), all.end(), [&](const TensorEntry* t) {
+        return std::string_view(t->name).starts_with(draft_prefix);
     });
     Weights weights = bind_weights(config, binder, layout, with_draft);
     weights.storage.push_back(std::move(keep_alive));
-    return Model(config, std::move(weights), layout.name, all.size(), tensor_bytes);
+    const std::string layout_name = prefix.empty() ? layout.name : layout.name + " under " + prefix;
+    return Model(config, std::move(weights), layout_name, all.size(), tensor_bytes);
 }
 
 namespace {

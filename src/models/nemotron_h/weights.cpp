@@ -14,7 +14,17 @@ Layout detect_layout(const WeightBinder& binder, const std::string& source) {
         return {"transcribe", "model.embed_tokens.weight", "model.norm.weight", "model.layers"};
     }
     fail(source, ": no embedding table: expected 'backbone.embeddings.weight' (hub layout) or "
-                 "'model.embed_tokens.weight' (Transcribe layout)");
+                 "'model.embed_tokens.weight' (Transcribe layout), either optionally under '", kLlmPrefix, "'");
+}
+
+std::string checkpoint_prefix(const TensorLookup& lookup) {
+    for (const char* embed : {"backbone.embeddings.weight", "model.embed_tokens.weight"}) {
+        if (lookup(embed) != nullptr) return "";
+    }
+    for (const char* embed : {"backbone.embeddings.weight", "model.embed_tokens.weight"}) {
+        if (lookup(std::string(kLlmPrefix) + embed) != nullptr) return std::string(kLlmPrefix);
+    }
+    return "";
 }
 
 std::string fused_experts_up_name(const std::string& moe_prefix) { return moe_prefix + ".experts.up_proj"; }

@@ -81,6 +81,12 @@ struct Layout {
 // Chooses the layout by which embedding table the checkpoint has.
 Layout detect_layout(const WeightBinder& binder, const std::string& source);
 
+// A Transcribe checkpoint may keep the whole LLM under this prefix, beside its `perception.*` tensors.
+inline constexpr std::string_view kLlmPrefix = "llm.";
+// The prefix every LLM tensor of the checkpoint carries: kLlmPrefix when the embedding table is only
+// found under it, else none.
+std::string checkpoint_prefix(const TensorLookup& lookup);
+
 // Binds every weight of `config`, and the draft module when `with_draft`; throws one error naming
 // every missing or mis-shaped tensor.
 Weights bind_weights(const Config& config, WeightBinder& binder, const Layout& layout, bool with_draft);
