@@ -16,6 +16,7 @@
 #include "text/drama3_prompt.h"
 #include "cli/bench_support.h"
 #include "models/drama3/speak_text.h"
+#include "models/fish_codec/wav_stream.h"
 #include "text/tokenizer.h"
 
 namespace duet::cli {
@@ -132,7 +133,8 @@ int speak_checking_form(const Args& args, const drama3::Model& model, Runtime& r
 int run_speak(const Argv& argv) {
     Args args(argv,
               {"--model", "--text", "--reference-audio-codes", "--reference-text", "--out", "--seed", "--temperature",
-               "--top-k", "--top-p", "--max-frames", "--chunk-bytes", "--prompt-frames", "--dump", "--threads", "--device", "--ctx"},
+               "--top-k", "--top-p", "--max-frames", "--chunk-bytes", "--prompt-frames", "--dump", "--codec", "--threads",
+               "--device", "--ctx"},
               {});
     const std::string dir = args.text("--model");
     const drama3::Model model = drama3::Model::load(dir);
@@ -141,8 +143,19 @@ int run_speak(const Argv& argv) {
 
     const std::string text = args.text("--text");
     const std::string out_path = args.text("--out");
-    require(out_path.ends_with(".safetensors"), out_path, ": expected a .safetensors file for the frames");
+    const bool wav = out_path.ends_with(".wav");
+    require(wav || out_path.ends_with(".safetensors"), out_path,
+            ": expected a .wav file for the audio or a .safetensors file for the frames");
     const drama3::Config& c = model.config();
+    // Audio needs the codec: codec.pth or codec.safetensors in --codec DIR, else beside the model.
+    std::optional<fish_codec::FishCodec> codec;
+    std::optional<fish_codec::WavStream> audio;
+    if (wav) {
+        codec.emplace(fish_codec::FishCodec::load(args.text_or("--codec", dir)));
+        require(codec->codebooks() == c.tower.num_codebooks, "the codec reads ", codec->codebooks(),
+                " codebooks but the model writes ", c.tower.num_codebooks);
+        audio.emplace(*codec, out_path, &rt.pool);
+    }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(dir + "/tokenizer.json");
     std::optional<text::ReferenceVoice> voice;
     if (args.has("--reference-audio-codes")) voice = read_reference(args, c);
@@ -153,14 +166,25 @@ int run_speak(const Argv& argv) {
 
     drama3::Speaker speaker(model, *rt.backend, context_flag(args));
     const auto start = Clock::now();
+    const auto stream_frame = [&](std::span<const int32_t> frame) {
+        if (audio) audio->add(frame.subspan(1));  // the codes, without the main token
+    };
     const drama3::SpokenFrames spoken = drama3::speak_text(
-        speaker, *tokenizer, text, voice ? &*voice : nullptr, options, {}, [](size_t i, size_t n, size_t frames) {
+        speaker, *tokenizer, text, voice ? &*voice : nullptr, options, stream_frame,
+        [](size_t i, size_t n, size_t frames) {
             if (n > 1) std::fprintf(stderr, "chunk %zu/%zu: %zu frames\n", i + 1, n, frames);
         });
     report("spoke", static_cast<int64_t>(spoken.frames.count()), seconds_since(start), spoken.reason);
-    write_frames(out_path, spoken.frames);
-    std::fprintf(stderr, "wrote frames [%zu, %d] and codes to %s\n", spoken.frames.count(), spoken.frames.width(),
-                 out_path.c_str());
+    if (audio) {
+        audio->finish();
+        std::fprintf(stderr, "wrote %.2f s of audio to %s (first audio after %.2f s)\n",
+                     static_cast<double>(audio->samples()) / codec->sample_rate(), out_path.c_str(),
+                     audio->first_audio_seconds());
+    } else {
+        write_frames(out_path, spoken.frames);
+        std::fprintf(stderr, "wrote frames [%zu, %d] and codes to %s\n", spoken.frames.count(), spoken.frames.width(),
+                     out_path.c_str());
+    }
     return 0;
 }
 

@@ -77,4 +77,29 @@ Config parse_config(const json::Value& root, std::string_view source) {
 
 Config load_config(const std::string& path) { return parse_config(json::parse_file(path), path); }
 
+json::Value config_to_json(const Config& c) {
+    json::Value j = json::Value::object();
+    j.set("model_type", json::Value("fish_omni"));
+    j.set("semantic_start_token_id", json::Value(c.semantic_start));
+    j.set("semantic_end_token_id", json::Value(c.semantic_end));
+    j.set("eos_token_id", json::Value(c.eos));
+    j.set("text_config", qwen35_moe::config_to_json(c.backbone));
+    const TowerConfig& t = c.tower;
+    json::Value a = json::Value::object();
+    a.set("dim", json::Value(t.dim));
+    a.set("n_head", json::Value(t.heads));
+    a.set("n_local_heads", json::Value(t.kv_heads));
+    a.set("head_dim", json::Value(t.head_dim));
+    a.set("intermediate_size", json::Value(t.inter));
+    a.set("norm_eps", json::Value(static_cast<double>(t.norm_eps)));
+    a.set("num_codebooks", json::Value(t.num_codebooks));
+    a.set("vocab_size", json::Value(t.codebook_size));
+    a.set("shared_enrichment_layers", json::Value(t.shared_layers));
+    a.set("rope_base", json::Value(t.rope_theta));
+    a.set("rotary_percent", json::Value(t.rotary_fraction));
+    a.set("vq_backbone_codebooks", json::Value(t.backbone_codebooks));
+    j.set("audio_decoder_config", a);
+    return j;
+}
+
 }  // namespace duet::drama3

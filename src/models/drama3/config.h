@@ -49,6 +49,8 @@ struct Config {
 };
 
 Config parse_config(const json::Value& root, std::string_view source);
+// A config.json that parse_config reads back into `config`.
+json::Value config_to_json(const Config& config);
 Config load_config(const std::string& path);
 
 }  // namespace duet::drama3

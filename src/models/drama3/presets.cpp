@@ -50,12 +50,13 @@ Config tiny() {
     t.kv_heads = 2;
     t.head_dim = 16;
     t.inter = 96;
-    t.num_codebooks = 10;
+    // The tiny Fish codec's codebooks (fish_codec::tiny_config: a semantic one and 3 residual ones).
+    t.num_codebooks = 4;
     t.codebook_size = kSemantic;
     t.shared_layers = 4;
     t.rope_theta = 1e7;
     t.rotary_fraction = 0.5;
-    t.backbone_codebooks = 4;
+    t.backbone_codebooks = 2;
     return c;
 }
 

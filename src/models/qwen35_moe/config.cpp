@@ -133,6 +133,37 @@ Config parse_config(const json::Value& root, std::string_view source) {
 
 Config load_config(const std::string& path) { return parse_config(json::parse_file(path), path); }
 
+json::Value config_to_json(const Config& c) {
+    json::Value j = json::Value::object();
+    j.set("model_type", json::Value("qwen3_5_moe_text"));
+    j.set("hidden_size", json::Value(c.hidden));
+    j.set("vocab_size", json::Value(c.vocab));
+    j.set("rms_norm_eps", json::Value(static_cast<double>(c.norm_eps)));
+    j.set("tie_word_embeddings", json::Value(c.tie_embeddings));
+    j.set("num_hidden_layers", json::Value(static_cast<int64_t>(c.layers.size())));
+    json::Value kinds = json::Value::array();
+    for (LayerKind k : c.layers) kinds.push(json::Value(std::string(layer_kind_name(k))));
+    j.set("layer_types", kinds);
+    j.set("linear_num_key_heads", json::Value(c.linear_k_heads));
+    j.set("linear_num_value_heads", json::Value(c.linear_v_heads));
+    j.set("linear_key_head_dim", json::Value(c.linear_k_dim));
+    j.set("linear_value_head_dim", json::Value(c.linear_v_dim));
+    j.set("linear_conv_kernel_dim", json::Value(c.conv_kernel));
+    j.set("num_attention_heads", json::Value(c.attn_heads));
+    j.set("num_key_value_heads", json::Value(c.kv_heads));
+    j.set("head_dim", json::Value(c.head_dim));
+    json::Value rope = json::Value::object();
+    rope.set("rope_theta", json::Value(c.rope_theta));
+    rope.set("partial_rotary_factor", json::Value(c.partial_rotary));
+    j.set("rope_parameters", rope);
+    j.set("num_experts", json::Value(c.experts));
+    j.set("num_experts_per_tok", json::Value(c.experts_per_token));
+    j.set("moe_intermediate_size", json::Value(c.expert_inter));
+    j.set("shared_expert_intermediate_size", json::Value(c.shared_inter));
+    j.set("norm_topk_prob", json::Value(c.norm_topk));
+    return j;
+}
+
 void Config::validate(std::string_view source) const {
     require(hidden > 0 && vocab > 0, source, ": hidden_size and vocab_size must be positive");
     require(!layers.empty(), source, ": the model has no layers");

@@ -60,6 +60,8 @@ struct Config {
 };
 
 Config parse_config(const json::Value& root, std::string_view source);
+// The config.json fields parse_config reads back into `config` (transformers' names).
+json::Value config_to_json(const Config& config);
 Config load_config(const std::string& path);
 
 // Layer kinds from a pattern of L (linear attention) and F (full attention), e.g. "LLLF".
