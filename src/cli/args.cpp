@@ -71,6 +71,23 @@ double Args::number_or(const std::string& flag, double fallback, double min, dou
     return value;
 }
 
+std::vector<std::string> split_positionals(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
+                                           std::vector<std::string>& positionals) {
+    std::vector<std::string> flags;
+    for (size_t i = 0; i < argv.size(); ++i) {
+        const std::string& a = argv[i];
+        if (contains(valued, a) && i + 1 < argv.size()) {
+            flags.push_back(a);
+            flags.push_back(argv[++i]);
+        } else if (a.rfind("--", 0) == 0 || a == "-") {
+            flags.push_back(a);
+        } else {
+            positionals.push_back(a);
+        }
+    }
+    return flags;
+}
+
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {
     std::vector<int32_t> ids;
     size_t start = 0;

@@ -30,6 +30,12 @@ private:
     std::map<std::string, std::string> values_;
 };
 
+// Splits a command line into its flags (with the values of `valued` flags) and its positional
+// arguments, since Args takes only flags. Anything starting with "--" (or a lone "-") stays a flag,
+// for Args to accept or report.
+std::vector<std::string> split_positionals(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
+                                           std::vector<std::string>& positionals);
+
 // "1,2,3" → {1, 2, 3}; names the flag in errors.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
 

@@ -21,6 +21,13 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+bool random_weights_flag(const Args& args) {
+    const bool random = args.has("--random-weights");
+    if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
+    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
+    return random;
+}
+
 void require_fits_in_memory(double bytes, const std::string& what) {
     const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
     require(bytes < 0.9 * have, what, " needs ", bytes / 1e9, " GB of weights; this machine has ", have / 1e9,

@@ -18,6 +18,10 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start);
 double median(std::vector<double> v);
 
+// Checks that the flags name one source of weights: `--preset NAME --random-weights` or `--model DIR`.
+// Returns true for random weights.
+bool random_weights_flag(const Args& args);
+
 // Throws when `bytes` of random weights would not fit this machine's memory.
 void require_fits_in_memory(double bytes, const std::string& what);
 

@@ -24,9 +24,7 @@ int run_bench(const Argv& argv) {
     if (arch == "drama3") return bench_drama3(args);
     if (arch == "transcribe") return bench_transcribe(args);
     if (arch == "fish_codec") return bench_fish_codec(args);
-    const bool random = args.has("--random-weights");
-    if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
-    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
+    const bool random = random_weights_flag(args);
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
     Runtime rt(args);

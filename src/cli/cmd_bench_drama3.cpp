@@ -13,9 +13,7 @@
 namespace duet::cli {
 
 int bench_drama3(const Args& args) {
-    const bool random = args.has("--random-weights");
-    if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
-    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
+    const bool random = random_weights_flag(args);
     const int64_t prompt_rows = args.integer_or("--prompt", 512, 2, 1 << 20);
     const int64_t frames = args.integer_or("--decode", 16, 1, 1 << 20);
     Runtime rt(args);

@@ -29,9 +29,7 @@ std::vector<float> bench_audio(int64_t samples) {
 }  // namespace
 
 int bench_transcribe(const Args& args) {
-    const bool random = args.has("--random-weights");
-    if (random == args.has("--model")) throw UsageError{"give either --preset NAME --random-weights or --model DIR"};
-    if (random && !args.has("--preset")) throw UsageError{"--random-weights needs --preset NAME"};
+    const bool random = random_weights_flag(args);
     const int64_t audio_seconds = args.integer_or("--audio-seconds", 60, 1, 4 * 3600);
     Runtime rt(args);
 

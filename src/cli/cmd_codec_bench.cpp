@@ -34,8 +34,7 @@ std::vector<int32_t> bench_codes(const fish_codec::Config& c, int64_t frames) {
 }  // namespace
 
 int bench_fish_codec(const Args& args) {
-    const bool random = args.has("--random-weights");
-    if (random == args.has("--model")) throw UsageError{"give either --preset tiny|real --random-weights or --model DIR"};
+    const bool random = random_weights_flag(args);
     Runtime rt(args);
 
     auto load_start = Clock::now();

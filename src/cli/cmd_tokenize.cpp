@@ -16,25 +16,6 @@ namespace {
 
 const std::vector<std::string> kValued = {"--tokenizer", "--file", "--decode"};
 
-// Args takes only flags, so the one positional TEXT is taken out here first.
-Argv take_positional(const Argv& argv, std::optional<std::string>& text) {
-    Argv flags;
-    for (size_t i = 0; i < argv.size(); ++i) {
-        const std::string& a = argv[i];
-        const bool valued = std::find(kValued.begin(), kValued.end(), a) != kValued.end();
-        if (valued && i + 1 < argv.size()) {
-            flags.push_back(a);
-            flags.push_back(argv[++i]);
-        } else if (a.rfind("--", 0) == 0 || a == "-") {
-            flags.push_back(a);  // left for Args to report
-        } else {
-            if (text) throw UsageError{"more than one TEXT argument (quote the text)"};
-            text = a;
-        }
-    }
-    return flags;
-}
-
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     require(in.good(), path, ": cannot open");
@@ -59,8 +40,11 @@ std::vector<int32_t> parse_ids(std::string list) {
 }  // namespace
 
 int run_tokenize(const Argv& argv) {
-    std::optional<std::string> positional;
-    const Args args(take_positional(argv, positional), kValued, {});
+    std::vector<std::string> texts;
+    const Args args(split_positionals(argv, kValued, texts), kValued, {});
+    if (texts.size() > 1) throw UsageError{"more than one TEXT argument (quote the text)"};
+    const std::optional<std::string> positional =
+        texts.empty() ? std::nullopt : std::optional<std::string>(texts.front());
     const std::string path = args.text("--tokenizer");
     const int inputs = (positional ? 1 : 0) + (args.has("--file") ? 1 : 0) + (args.has("--decode") ? 1 : 0);
     if (inputs != 1) throw UsageError{"give exactly one of TEXT, --file PATH or --decode IDS"};

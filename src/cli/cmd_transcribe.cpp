@@ -21,29 +21,11 @@ const std::vector<std::string> kSwitches = {"--speculative", "--no-speculative"}
 // Recordings longer than this get a line on stderr as each stage starts.
 constexpr double kProgressSeconds = 30.0;
 
-// Args takes only flags, so the FILE arguments are taken out here first.
-Argv take_files(const Argv& argv, std::vector<std::string>& files) {
-    Argv flags;
-    for (size_t i = 0; i < argv.size(); ++i) {
-        const std::string& a = argv[i];
-        const bool valued = std::find(kValued.begin(), kValued.end(), a) != kValued.end();
-        if (valued && i + 1 < argv.size()) {
-            flags.push_back(a);
-            flags.push_back(argv[++i]);
-        } else if (a.rfind("--", 0) == 0) {
-            flags.push_back(a);  // left for Args to report
-        } else {
-            files.push_back(a);
-        }
-    }
-    return flags;
-}
-
 }  // namespace
 
 int run_transcribe(const Argv& argv) {
     std::vector<std::string> files;
-    const Args args(take_files(argv, files), kValued, kSwitches);
+    const Args args(split_positionals(argv, kValued, files), kValued, kSwitches);
     if (files.empty()) throw UsageError{"give at least one FILE to transcribe"};
     const std::string format = args.text_or("--format", "text");
     if (format != "text" && format != "json") throw UsageError{"--format is '" + format + "', expected text or json"};
