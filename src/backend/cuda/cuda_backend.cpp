@@ -86,8 +86,11 @@ private:
 class OpTimes {
 public:
     OpTimes() : enabled_(std::getenv("DUET_CUDA_OP_TIMES") != nullptr) {}
-    ~OpTimes() {
-        if (!enabled_ || totals_.empty()) return;
+    // Prints the totals once and stops timing (the stream is about to go away).
+    void report_and_stop() {
+        if (!enabled_) return;
+        enabled_ = false;
+        if (totals_.empty()) return;
         std::vector<std::pair<double, std::string>> rows;
         for (const auto& [name, t] : totals_) rows.emplace_back(t.seconds, name);
         std::sort(rows.rbegin(), rows.rend());
@@ -141,7 +144,7 @@ public:
         check_cublas(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
     }
     ~CudaBackend() override {
-        Timed timed(*this, "add");
+        times_.report_and_stop();
         cudaStreamSynchronize(stream_);
         cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
@@ -224,7 +227,10 @@ public:
         Timed timed(*this, "rmsnorm");
         cuda::rmsnorm(x, device_vector(weight, dim), n, dim, eps, out, stream_);
     }
-    void add(float* acc, const float* x, int64_t count) override { cuda::add(acc, x, count, stream_); }
+    void add(float* acc, const float* x, int64_t count) override {
+        Timed timed(*this, "add");
+        cuda::add(acc, x, count, stream_);
+    }
     void relu2(float* x, int64_t count) override {
         Timed timed(*this, "relu2");
         cuda::relu2(x, count, stream_);
