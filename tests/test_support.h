@@ -59,19 +59,8 @@ inline double relative_error(const std::vector<float>& actual, const std::vector
     return relative_error(actual.data(), expected.data(), actual.size());
 }
 
-inline std::vector<int32_t> read_i32(const TensorEntry& t) {
-    std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-    if (t.dtype == DType::I64) {
-        for (size_t i = 0; i < out.size(); ++i) {
-            int64_t v;
-            std::memcpy(&v, t.data + i * 8, 8);
-            out[i] = static_cast<int32_t>(v);
-        }
-    } else {
-        std::memcpy(out.data(), t.data, out.size() * 4);
-    }
-    return out;
-}
+// Ids and codes from fixtures: the library's reader, under the name the tests use.
+using duet::read_i32;
 
 // A fresh, empty directory under the system temp dir, removed by the destructor.
 class TempDir {

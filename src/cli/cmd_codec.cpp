@@ -20,23 +20,6 @@ const char* kCodecUsage =
     "duet codec decode --codec DIR --codes FILE.safetensors --out OUT.wav|OUT.safetensors [--float]\n"
     "duet codec encode --codec DIR --audio IN.wav|IN.flac|IN.ogg|IN.safetensors --out FILE.safetensors";
 
-std::vector<int32_t> read_codes(const TensorEntry& t, const std::string& path) {
-    require(t.dtype == DType::I32 || t.dtype == DType::I64, path, ": 'codes' has dtype ", dtype_name(t.dtype),
-            ", expected I32 or I64");
-    std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (t.dtype == DType::I32) {
-            std::memcpy(&out[i], t.data + 4 * i, 4);
-        } else {
-            int64_t v;
-            std::memcpy(&v, t.data + 8 * i, 8);
-            require(v >= INT32_MIN && v <= INT32_MAX, path, ": code ", v, " out of range");
-            out[i] = static_cast<int32_t>(v);
-        }
-    }
-    return out;
-}
-
 int decode(const Argv& argv) {
     Args args(argv, {"--codec", "--codes", "--out", "--threads", "--device"}, {"--float"});
     const std::string codes_path = args.text("--codes"), out = args.text("--out");
@@ -46,7 +29,7 @@ int decode(const Argv& argv) {
     require(t != nullptr, codes_path, ": no tensor 'codes'");
     require(t->shape.size() == 2 && t->shape[0] == codec.codebooks(), codes_path, ": 'codes' has shape ",
             shape_to_string(t->shape), ", expected [", codec.codebooks(), ", frames]");
-    const std::vector<int32_t> codes = read_codes(*t, codes_path);
+    const std::vector<int32_t> codes = read_i32(*t);
     Runtime rt(args);
     const std::vector<float> audio = codec.decode(codes, t->shape[1], &rt.pool);
     if (out.ends_with(".safetensors")) {

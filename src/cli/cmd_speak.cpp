@@ -36,36 +36,21 @@ drama3::FrameSampling sampling_flags(const Args& args) {
 }
 
 // A [rows, cols] int32 (or int64) tensor named `name` in the safetensors file `path`.
-std::vector<int32_t> read_int_tensor(const std::string& path, const std::string& name, int64_t& rows, int64_t& cols) {
+std::vector<int32_t> read_int_matrix(const std::string& path, const std::string& name, int64_t& rows, int64_t& cols) {
     const Checkpoint file = Checkpoint::open(path);
     const TensorEntry* t = file.find(name);
     require(t != nullptr, path, ": no tensor '", name, "'");
-    require(t->dtype == DType::I32 || t->dtype == DType::I64, path, ": '", name, "' is ", dtype_name(t->dtype),
-            ", expected I32 or I64");
     require(t->shape.size() == 2, path, ": '", name, "' has ", t->shape.size(), " dimensions, expected 2");
     rows = t->shape[0];
     cols = t->shape[1];
-    std::vector<int32_t> out(static_cast<size_t>(t->numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-        int64_t v = 0;
-        if (t->dtype == DType::I32) {
-            int32_t v32;
-            std::memcpy(&v32, t->data + i * 4, 4);
-            v = v32;
-        } else {
-            std::memcpy(&v, t->data + i * 8, 8);
-        }
-        require(v >= INT32_MIN && v <= INT32_MAX, path, ": '", name, "' value ", v, " is out of range");
-        out[i] = static_cast<int32_t>(v);
-    }
-    return out;
+    return read_i32(*t);
 }
 
 text::ReferenceVoice read_reference(const Args& args, const drama3::Config& config) {
     text::ReferenceVoice voice;
     const std::string path = args.text("--reference-audio-codes");
     int64_t rows = 0, cols = 0;
-    voice.codes = read_int_tensor(path, "codes", rows, cols);
+    voice.codes = read_int_matrix(path, "codes", rows, cols);
     require(rows == config.tower.num_codebooks, path, ": 'codes' is [", rows, ", ", cols, "], expected [",
             config.tower.num_codebooks, ", frames]");
     voice.frames = static_cast<int>(cols);
@@ -96,7 +81,7 @@ int speak_checking_form(const Args& args, const drama3::Model& model, Runtime& r
     const drama3::Config& c = model.config();
     const std::string path = args.text("--prompt-frames");
     int64_t rows = 0, cols = 0;
-    const std::vector<int32_t> values = read_int_tensor(path, "prompt_frames", rows, cols);
+    const std::vector<int32_t> values = read_int_matrix(path, "prompt_frames", rows, cols);
     require(cols == c.frame_width(), path, ": 'prompt_frames' is [", rows, ", ", cols, "], expected [rows, ",
             c.frame_width(), "]");
     text::FrameRows prompt(static_cast<int>(c.tower.num_codebooks));

@@ -317,6 +317,29 @@ size_t Checkpoint::total_bytes() const {
     return total;
 }
 
+std::vector<int32_t> read_i32(const TensorEntry& tensor) {
+    require(tensor.dtype == DType::I32 || tensor.dtype == DType::I64, "tensor '", tensor.name, "' in ", tensor.file,
+            " has dtype ", dtype_name(tensor.dtype), ", expected I32 or I64");
+    const size_t n = static_cast<size_t>(tensor.numel()), element = dtype_size(tensor.dtype);
+    require(tensor.nbytes == n * element, "tensor '", tensor.name, "' has ", tensor.nbytes, " bytes, but dtype ",
+            dtype_name(tensor.dtype), " shape ", format_shape(tensor.shape), " needs ", n * element);
+    std::vector<int32_t> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        int64_t v = 0;
+        if (tensor.dtype == DType::I32) {
+            int32_t narrow;
+            std::memcpy(&narrow, tensor.data + 4 * i, 4);  // the data may be unaligned
+            v = narrow;
+        } else {
+            std::memcpy(&v, tensor.data + 8 * i, 8);
+        }
+        require(v >= INT32_MIN && v <= INT32_MAX, "tensor '", tensor.name, "' in ", tensor.file, ": value ", v,
+                " at ", i, " is out of the int32 range");
+        out[i] = static_cast<int32_t>(v);
+    }
+    return out;
+}
+
 std::vector<float> read_f32(const TensorEntry& tensor) {
     require(dtype_is_float(tensor.dtype), "tensor '", tensor.name, "' has dtype ", dtype_name(tensor.dtype),
             ", expected a floating-point type");

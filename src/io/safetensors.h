@@ -74,6 +74,9 @@ private:
 // Converts a floating-point tensor (F32, F16, BF16, F8_E4M3) to f32.
 std::vector<float> read_f32(const TensorEntry& tensor);
 
+// Converts an I32 or I64 tensor (ids, codes) to int32; a value that does not fit is an error.
+std::vector<int32_t> read_i32(const TensorEntry& tensor);
+
 struct TensorToWrite {
     std::string name;
     DType dtype = DType::F32;

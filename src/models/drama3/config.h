@@ -26,6 +26,9 @@ struct TowerConfig {
 
     // shared layers, then one per residual codebook
     int64_t layers() const { return shared_layers + num_codebooks - 1; }
+    // The frame column layer t embeds: the semantic code for the shared layers, then each
+    // per-codebook layer the code before the one its head predicts.
+    int64_t input_column(int64_t t) const { return t < shared_layers ? 1 : 1 + (t - shared_layers); }
     int64_t rotary_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim) * rotary_fraction); }
 };
 

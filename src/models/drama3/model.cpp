@@ -166,7 +166,7 @@ void Model::tower_teacher_forced(Backend& b, State& s, const float* hidden, cons
     const std::vector<int32_t> extra = extra_code_ids(in, n);
     std::vector<int32_t> tokens(static_cast<size_t>(n));
     for (int64_t t = 0; t < c.layers(); ++t) {
-        const int64_t column = t < c.shared_layers ? 1 : 1 + (t - c.shared_layers);
+        const int64_t column = c.input_column(t);
         for (int64_t r = 0; r < n; ++r) {
             const std::span<const int32_t> following(next + r * width, static_cast<size_t>(width));
             tokens[r] = is_audio_row(following) ? following[column] : -1;  // the seed's mask
@@ -195,7 +195,7 @@ void Model::tower_step(Backend& b, State& s, const float* hidden, std::span<cons
     std::vector<float> host(static_cast<size_t>(c.codebook_size));
     const std::vector<int32_t> extra = extra_code_ids(in.data(), 1);
     for (int64_t t = 0; t < c.layers(); ++t) {
-        const int64_t column = t < c.shared_layers ? 1 : 1 + (t - c.shared_layers);
+        const int64_t column = c.input_column(t);
         const int32_t token = next[column];
         tower_layer(b, s, t, hin.data(), &token, t == 0 ? extra.data() : nullptr, 1, pos, sc);
         if (t < c.shared_layers) continue;

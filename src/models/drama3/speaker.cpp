@@ -20,10 +20,14 @@ Speaker::Speaker(const Model& model, Backend& backend, int64_t capacity)
       state_(model.new_state(backend, capacity)),
       last_hidden_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))) {}
 
-void Speaker::feed_rows(const int32_t* rows, int64_t n, float* normed_out) {
+void Speaker::feed_rows(const int32_t* rows, int64_t n, float* normed_out, std::vector<float>* input_copy) {
     const int64_t hidden = model_.config().backbone.hidden;
     Buffer input = backend_.alloc(static_cast<size_t>(n * hidden));
     model_.input_rows(backend_, rows, n, input.data());
+    if (input_copy != nullptr) {
+        input_copy->resize(input.size());
+        backend_.download(input_copy->data(), input.data(), input.size());
+    }
     model_.backbone().forward_rows(backend_, state_.backbone(), input.data(), n, normed_out);
 }
 
@@ -48,12 +52,7 @@ void Speaker::feed(const text::FrameRows& rows, PrefillTrace* trace) {
     Buffer hiddens = backend_.alloc(static_cast<size_t>((m + 1) * hidden));
     float* new_hidden = hiddens.data() + hidden;
     if (continuing) backend_.copy(hiddens.data(), last_hidden_.data(), static_cast<size_t>(hidden));
-    if (trace != nullptr) {
-        trace->input_rows.resize(static_cast<size_t>(m * hidden));
-        model_.input_rows(backend_, rows.values().data(), m, new_hidden);
-        backend_.download(trace->input_rows.data(), new_hidden, trace->input_rows.size());
-    }
-    feed_rows(rows.values().data(), m, new_hidden);
+    feed_rows(rows.values().data(), m, new_hidden, trace != nullptr ? &trace->input_rows : nullptr);
     if (trace != nullptr) trace->main_logits = model_.candidate_logits(backend_, new_hidden, m);
 
     const float* tower_hidden = continuing ? hiddens.data() : new_hidden;

@@ -52,7 +52,8 @@ public:
     const Model& model() const { return model_; }
 
 private:
-    void feed_rows(const int32_t* rows, int64_t n, float* normed_out);
+    // Backbone input rows for `rows`, run through the backbone; `input_copy` (optional) receives them.
+    void feed_rows(const int32_t* rows, int64_t n, float* normed_out, std::vector<float>* input_copy = nullptr);
 
     const Model& model_;
     Backend& backend_;
