@@ -9,9 +9,9 @@
 #include "base/json.h"
 #include "cli/bench_support.h"
 #include "cli/commands.h"
-#include "kernels/cpu/simd_level.h"
 #include "models/fish_codec/codec.h"
 #include "models/fish_codec/random_weights.h"
+#include "models/fish_codec/wav_stream.h"
 
 namespace duet::cli {
 
@@ -60,13 +60,14 @@ int bench_fish_codec(const Args& args) {
     const std::vector<float> audio = codec.decode(codes, frames, &rt.pool);
     const double decode_s = seconds_since(start);
 
-    // Streamed: 4 frames first, then 16 at a time.
+    // Streamed in the chunks `duet speak` writes its WAV in.
     const std::vector<int32_t> frame_major = fish_codec::to_frame_major(codes, codec.codebooks(), frames);
     fish_codec::StreamingDecoder stream(codec, &rt.pool);
     double first_chunk_s = 0.0;
     start = Clock::now();
     for (int64_t f = 0; f < frames;) {
-        const int64_t n = std::min<int64_t>(f == 0 ? 4 : 16, frames - f);
+        const int64_t chunk = f == 0 ? fish_codec::WavStream::kFirstChunk : fish_codec::WavStream::kChunk;
+        const int64_t n = std::min<int64_t>(chunk, frames - f);
         stream.push(std::span(frame_major).subspan(static_cast<size_t>(f * codec.codebooks()),
                                                    static_cast<size_t>(n * codec.codebooks())));
         if (f == 0) first_chunk_s = seconds_since(start);
@@ -78,15 +79,14 @@ int bench_fish_codec(const Args& args) {
     out.set("arch", json::Value("fish_codec"));
     out.set("weights", json::Value(source));
     out.set("load_s", json::Value(load_s));
-    out.set("simd", json::Value(std::string(cpu::simd_level_name(cpu::active_simd_level()))));
-    out.set("threads", json::Value(static_cast<int64_t>(rt.pool.size())));
+    add_runtime_figures(out, rt);
     out.set("frames", json::Value(frames));
     out.set("audio_s", json::Value(audio_s));
     out.set("decode_s", json::Value(decode_s));
     out.set("decode_rtf", json::Value(audio_s / decode_s));
     out.set("stream_decode_s", json::Value(stream_s));
     out.set("stream_decode_rtf", json::Value(audio_s / stream_s));
-    out.set("stream_first_chunk_frames", json::Value(std::min<int64_t>(4, frames)));
+    out.set("stream_first_chunk_frames", json::Value(std::min<int64_t>(fish_codec::WavStream::kFirstChunk, frames)));
     out.set("stream_first_chunk_ms", json::Value(first_chunk_s * 1e3));
     if (!args.has("--no-encode")) {
         start = Clock::now();
