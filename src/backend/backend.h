@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 #include "backend/buffer.h"
+#include "sample/sampler.h"
 #include "tensor/matrix.h"
 
 namespace duet {
@@ -41,6 +43,11 @@ struct SsmScanArgs {
 struct AttentionArgs {
     int64_t n = 0;       // new tokens; their keys and values are already in the cache
     int64_t pos = 0;     // cache rows before the new tokens; token t attends to rows [0, pos + t]
+    // When set (this backend's memory), the position is read from here when the op runs instead of
+    // taken from pos, so a recorded decode step replays at the sequence's current position; the
+    // cache then bounds the context at `capacity` rows.
+    const int32_t* position = nullptr;
+    int64_t capacity = 0;
     int64_t heads = 0, kv_heads = 0, head_dim = 0;
     float scale = 0.0f;
     const float* q = nullptr;        // [n, heads * head_dim]
@@ -103,6 +110,7 @@ struct HeadNormRopeArgs {
     const float* norm_weight = nullptr;  // [head_dim], multiplies the normalised values
     float eps = 0.0f;
     int64_t pos = 0;
+    const int32_t* position = nullptr;  // as AttentionArgs::position: read when the op runs, instead of pos
     int64_t rotary_dim = 0;  // even, at most head_dim; 0 skips the rotation
     float theta = 0.0f;      // inv_freq[i] = 1 / theta^(2i / rotary_dim)
     RopeStyle style = RopeStyle::RotateHalf;
@@ -118,6 +126,26 @@ struct SwigluMoeWeights {
     MatrixView shared_expert_gate;             // [1, hidden]: the shared expert's sigmoid gate
 };
 
+// Embedding rows picked by ids that live in the backend's memory (written by earlier ops, e.g. a
+// sampler): out[t] = (accumulate ? out[t] : 0) + scale · Σ_j table[first_row + j · row_step + ids[t · per_row + j]]
+// over the non-negative ids. The ids are not checked: whoever wrote them keeps them in range.
+struct EmbeddingGather {
+    const int32_t* ids = nullptr;
+    int64_t per_row = 1;
+    int64_t first_row = 0, row_step = 0;
+    float scale = 1.0f;
+    bool accumulate = false;
+};
+
+// Where sampling ops find their random numbers: draw r of a call uses uniform_draw(seed, *step,
+// slot + r) (sample/philox.h), `step` in the backend's memory so recorded steps replay with the
+// current one.
+struct DrawCounter {
+    uint64_t seed = 0;
+    const int32_t* step = nullptr;
+    uint32_t slot = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -129,6 +157,22 @@ public:
     virtual void download(float* host, const float* src, size_t count) = 0;
     // dst = src, both in this backend's memory.
     virtual void copy(float* dst, const float* src, size_t count) = 0;
+    // The same for int32 values (ids, positions, counters) kept in buffers of this backend.
+    virtual void upload_ints(int32_t* dst, const int32_t* host, size_t count) = 0;
+    virtual void download_ints(int32_t* host, const int32_t* src, size_t count) = 0;
+    // x += by, one int32 in this backend's memory (a step counter or position a recorded step advances).
+    virtual void add_to_int(int32_t* x, int32_t by) = 0;
+
+    // Runs `issue`, which issues this backend's ops for one decode step and returns where the step's
+    // result lies. An accelerator backend may record the ops the first times a `key` comes and
+    // replay the recording afterwards without running `issue`: so everything a step depends on that
+    // changes between steps must be read from this backend's memory (ids, positions, counters), and
+    // the buffers it uses must stay alive and in place while `key` (a token held by the caller)
+    // lives. The CPU backend just runs `issue`.
+    virtual const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) {
+        (void)key;
+        return issue();
+    }
 
     // out[n, w.rows] = x[n, w.cols] · wᵀ
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
@@ -139,6 +183,22 @@ public:
     // (host, [n]) is given.
     virtual void sum_embeddings(const MatrixView& table, const int32_t* ids, int64_t per_row, int64_t n,
                                 bool accumulate, const float* row_scale, float* out) = 0;
+    // Embedding rows by ids in this backend's memory (see EmbeddingGather).
+    virtual void gather_embeddings(const MatrixView& table, const EmbeddingGather& gather, int64_t n, float* out) = 0;
+    // table rows [first, first + n) of `width` values = rows; first read from `first_at` (this
+    // backend's memory) when the op runs, when given: how a recorded step appends to a cache.
+    virtual void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows,
+                            int64_t n) = 0;
+    // out[r] = sample_index(logits row r of `count`, params, draw r) for r < rows (sample/sampler.h).
+    virtual void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
+                        const DrawCounter& draws, int32_t* out) = 0;
+    // One choice as sample_with_ras, with draws `slot` and `slot + 1`. `recent` holds the RAS window:
+    // recent[0] how many choices it holds (at most ras.window), then those choices oldest first; the
+    // choice is appended (dropping the oldest when full) unless it is `exempt`.
+    virtual void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params,
+                                 const RasParams& ras, int32_t* recent, const DrawCounter& draws, int32_t exempt,
+                                 int32_t* out) = 0;
+
     // out[t] = x[t] / rms(x[t]) * weight over rows of width dim
     virtual void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) = 0;
     // acc += x

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace duet {
@@ -13,6 +14,8 @@ public:
     Buffer(std::shared_ptr<float[]> data, size_t count) : data_(std::move(data)), count_(count) {}
 
     float* data() const { return data_.get(); }
+    // The same memory as int32 values (ids, positions, counters).
+    int32_t* ints() const { return reinterpret_cast<int32_t*>(data_.get()); }
     size_t size() const { return count_; }
     size_t bytes() const { return count_ * sizeof(float); }
 

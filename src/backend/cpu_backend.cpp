@@ -15,6 +15,8 @@
 #include "kernels/cpu/moe_swiglu.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/activations.h"
+#include "sample/philox.h"
+#include "sample/sampler.h"
 
 namespace duet {
 
@@ -33,6 +35,13 @@ public:
     void upload(float* dst, const float* host, size_t count) override { std::memcpy(dst, host, count * sizeof(float)); }
     void download(float* host, const float* src, size_t count) override { std::memcpy(host, src, count * sizeof(float)); }
     void copy(float* dst, const float* src, size_t count) override { std::memcpy(dst, src, count * sizeof(float)); }
+    void upload_ints(int32_t* dst, const int32_t* host, size_t count) override {
+        std::memcpy(dst, host, count * sizeof(int32_t));
+    }
+    void download_ints(int32_t* host, const int32_t* src, size_t count) override {
+        std::memcpy(host, src, count * sizeof(int32_t));
+    }
+    void add_to_int(int32_t* x, int32_t by) override { *x += by; }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
         cpu::matmul(w, x, n, out, pool_);
@@ -62,6 +71,55 @@ public:
             if (row_scale != nullptr) {
                 for (int64_t i = 0; i < table.cols; ++i) dst[i] *= row_scale[t];
             }
+        }
+    }
+
+    void gather_embeddings(const MatrixView& table, const EmbeddingGather& g, int64_t n, float* out) override {
+        std::vector<float> row(static_cast<size_t>(table.cols));
+        for (int64_t t = 0; t < n; ++t) {
+            float* dst = out + t * table.cols;
+            if (!g.accumulate) std::fill(dst, dst + table.cols, 0.0f);
+            for (int64_t j = 0; j < g.per_row; ++j) {
+                const int32_t id = g.ids[t * g.per_row + j];
+                if (id < 0) continue;
+                const int64_t r = g.first_row + j * g.row_step + id;
+                require(r < table.rows, "embedding row ", r, " is outside the table's ", table.rows, " rows");
+                matrix_row_to_f32(table, r, row.data());
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] += g.scale * row[i];
+            }
+        }
+    }
+
+    void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows,
+                    int64_t n) override {
+        if (first_at != nullptr) first = *first_at;
+        std::memcpy(table + first * width, rows, static_cast<size_t>(n * width) * sizeof(float));
+    }
+
+    void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
+                const DrawCounter& draws, int32_t* out) override {
+        for (int64_t r = 0; r < rows; ++r) {
+            const float u = uniform_draw(draws.seed, static_cast<uint32_t>(*draws.step),
+                                         draws.slot + static_cast<uint32_t>(r));
+            out[r] = sample_index({logits + r * count, static_cast<size_t>(count)}, params, u);
+        }
+    }
+
+    void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
+                         int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out) override {
+        const uint32_t step = static_cast<uint32_t>(*draws.step);
+        const int32_t held = recent[0];
+        const int32_t choice = duet::sample_with_ras(
+            {logits, static_cast<size_t>(count)}, params, ras, {recent + 1, static_cast<size_t>(held)},
+            uniform_draw(draws.seed, step, draws.slot), uniform_draw(draws.seed, step, draws.slot + 1), exempt);
+        *out = choice;
+        if (choice == exempt || ras.window <= 0) return;
+        if (held == ras.window) {
+            std::memmove(recent + 1, recent + 2, static_cast<size_t>(held - 1) * sizeof(int32_t));
+            recent[held] = choice;
+        } else {
+            recent[1 + held] = choice;
+            recent[0] = held + 1;
         }
     }
 
@@ -96,7 +154,11 @@ public:
         cpu::gated_group_rmsnorm(y, z, z_stride, weight, n, dim, groups, eps, pool_);
     }
 
-    void attention(const AttentionArgs& args) override { cpu::attention(args, pool_); }
+    void attention(const AttentionArgs& args) override {
+        AttentionArgs a = args;
+        if (a.position != nullptr) a.pos = *a.position;
+        cpu::attention(a, pool_);
+    }
 
     void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                    float* out) override {
@@ -105,7 +167,11 @@ public:
 
     void gated_delta_rule(const GatedDeltaArgs& args) override { cpu::gated_delta_rule(args, pool_); }
 
-    void head_rmsnorm_rope(const HeadNormRopeArgs& args) override { cpu::head_rmsnorm_rope(args, pool_); }
+    void head_rmsnorm_rope(const HeadNormRopeArgs& args) override {
+        HeadNormRopeArgs a = args;
+        if (a.position != nullptr) a.pos = *a.position;
+        cpu::head_rmsnorm_rope(a, pool_);
+    }
 
     void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                                 int64_t heads, int64_t head_dim, float eps) override {

@@ -174,6 +174,43 @@ public:
         if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDeviceToDevice, stream_));
     }
 
+    void upload_ints(int32_t* dst, const int32_t* host, size_t count) override {
+        Timed timed(*this, "upload");
+        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, host, count * 4, cudaMemcpyHostToDevice, stream_));
+    }
+    void download_ints(int32_t* host, const int32_t* src, size_t count) override {
+        Timed timed(*this, "download");
+        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(host, src, count * 4, cudaMemcpyDeviceToHost, stream_));
+        DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    void add_to_int(int32_t* x, int32_t by) override {
+        Timed timed(*this, "add_to_int");
+        cuda::add_to_int(x, by, stream_);
+    }
+
+    void gather_embeddings(const MatrixView& table, const EmbeddingGather& gather, int64_t n, float* out) override {
+        Timed timed(*this, "gather_embeddings");
+        cuda::gather_embeddings(device_weight(table.data, matrix_bytes(table)), weight_type(table), table.cols, gather,
+                                nullptr, n, out, stream_);
+    }
+    void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows,
+                    int64_t n) override {
+        Timed timed(*this, "store_rows");
+        cuda::store_rows(table, width, first, first_at, rows, n, stream_);
+    }
+    void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
+                const DrawCounter& draws, int32_t* out) override {
+        Timed timed(*this, "sample");
+        (void)logits, (void)rows, (void)count, (void)params, (void)draws, (void)out;
+        require(false, "sampling on the GPU is not built yet");
+    }
+    void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
+                         int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out) override {
+        Timed timed(*this, "sample_with_ras");
+        (void)logits, (void)count, (void)params, (void)ras, (void)recent, (void)draws, (void)exempt, (void)out;
+        require(false, "sampling on the GPU is not built yet");
+    }
+
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
         Timed timed(*this, "matmul");
         if (n == 0 || w.rows == 0) return;

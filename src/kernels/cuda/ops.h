@@ -23,6 +23,14 @@ void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream);
 // out[t] = (accumulate ? out[t] : 0) + Σ_j table[ids[t·per_row + j]] (ids < 0 skipped), × row_scale[t] when given.
 void sum_embeddings(const void* table, WeightType type, int64_t cols, const int32_t* ids, int64_t per_row,
                     int64_t n, bool accumulate, const float* row_scale, float* out, cudaStream_t stream);
+// Backend::gather_embeddings; row_scale (device, [n]) replaces gather.scale when given.
+void gather_embeddings(const void* table, WeightType type, int64_t cols, const EmbeddingGather& gather,
+                       const float* row_scale, int64_t n, float* out, cudaStream_t stream);
+// Backend::store_rows.
+void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows, int64_t n,
+                cudaStream_t stream);
+// *x += by on the device.
+void add_to_int(int32_t* x, int32_t by, cudaStream_t stream);
 // out[i] = bf16 or f32 weights widened to f32.
 void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream);
 

@@ -39,19 +39,29 @@ __global__ void silu_mul_kernel(float* gate, const float* up, int64_t count) {
     if (i < count) gate[i] = silu(gate[i]) * up[i];
 }
 
-__global__ void sum_embeddings_kernel(const void* table, WeightType type, int64_t cols, const int32_t* ids,
-                                      int64_t per_row, int64_t n, bool accumulate, const float* row_scale,
-                                      float* out) {
+__global__ void gather_embeddings_kernel(const void* table, WeightType type, int64_t cols, EmbeddingGather g,
+                                         const float* row_scale, int64_t n, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * cols) return;
     const int64_t t = i / cols, c = i % cols;
-    float sum = accumulate ? out[i] : 0.0f;
-    for (int64_t j = 0; j < per_row; ++j) {
-        const int32_t id = ids[t * per_row + j];
-        if (id >= 0) sum += load_weight(table, type, int64_t(id) * cols + c);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < g.per_row; ++j) {
+        const int32_t id = g.ids[t * g.per_row + j];
+        if (id >= 0) sum += load_weight(table, type, (g.first_row + j * g.row_step + id) * cols + c);
     }
-    out[i] = row_scale != nullptr ? sum * row_scale[t] : sum;
+    sum *= row_scale != nullptr ? row_scale[t] : g.scale;
+    out[i] = g.accumulate ? out[i] + sum : sum;
 }
+
+__global__ void store_rows_kernel(float* table, int64_t width, int64_t first, const int32_t* first_at,
+                                  const float* rows, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const int64_t row0 = first_at != nullptr ? *first_at : first;
+    table[row0 * width + i] = rows[i];
+}
+
+__global__ void add_to_int_kernel(int32_t* x, int32_t by) { *x += by; }
 
 __global__ void widen_kernel(const void* w, WeightType type, int64_t count, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -101,10 +111,32 @@ void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream) 
 
 void sum_embeddings(const void* table, WeightType type, int64_t cols, const int32_t* ids, int64_t per_row,
                     int64_t n, bool accumulate, const float* row_scale, float* out, cudaStream_t stream) {
+    EmbeddingGather g;
+    g.ids = ids;
+    g.per_row = per_row;
+    g.accumulate = accumulate;
+    gather_embeddings(table, type, cols, g, row_scale, n, out, stream);
+}
+
+void gather_embeddings(const void* table, WeightType type, int64_t cols, const EmbeddingGather& gather,
+                       const float* row_scale, int64_t n, float* out, cudaStream_t stream) {
     if (n * cols == 0) return;
-    sum_embeddings_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(table, type, cols, ids, per_row, n,
-                                                                          accumulate, row_scale, out);
-    DUET_CUDA_CHECK_LAUNCH("sum_embeddings_kernel");
+    gather_embeddings_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(table, type, cols, gather, row_scale, n,
+                                                                             out);
+    DUET_CUDA_CHECK_LAUNCH("gather_embeddings_kernel");
+}
+
+void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows, int64_t n,
+                cudaStream_t stream) {
+    if (n * width == 0) return;
+    store_rows_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(table, width, first, first_at, rows,
+                                                                       n * width);
+    DUET_CUDA_CHECK_LAUNCH("store_rows_kernel");
+}
+
+void add_to_int(int32_t* x, int32_t by, cudaStream_t stream) {
+    add_to_int_kernel<<<1, 1, 0, stream>>>(x, by);
+    DUET_CUDA_CHECK_LAUNCH("add_to_int_kernel");
 }
 
 void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream) {
