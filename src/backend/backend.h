@@ -127,7 +127,7 @@ struct SwigluMoeWeights {
 };
 
 // Embedding rows picked by ids that live in the backend's memory (written by earlier ops, e.g. a
-// sampler): out[t] = (accumulate ? out[t] : 0) + scale · Σ_j table[first_row + j · row_step + ids[t · per_row + j]]
+// sampler): out[t] = scale · ((accumulate ? out[t] : 0) + Σ_j table[first_row + j · row_step + ids[t · per_row + j]])
 // over the non-negative ids. The ids are not checked: whoever wrote them keeps them in range.
 struct EmbeddingGather {
     const int32_t* ids = nullptr;

@@ -85,7 +85,10 @@ public:
                 const int64_t r = g.first_row + j * g.row_step + id;
                 require(r < table.rows, "embedding row ", r, " is outside the table's ", table.rows, " rows");
                 matrix_row_to_f32(table, r, row.data());
-                for (int64_t i = 0; i < table.cols; ++i) dst[i] += g.scale * row[i];
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] += row[i];
+            }
+            if (g.scale != 1.0f) {
+                for (int64_t i = 0; i < table.cols; ++i) dst[i] *= g.scale;
             }
         }
     }

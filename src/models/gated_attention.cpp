@@ -7,23 +7,26 @@ namespace duet {
 GatedAttentionScratch::GatedAttentionScratch(Backend& b, const GatedAttentionShape& s, int64_t n)
     : query_and_gate(b.alloc(static_cast<size_t>(n * 2 * s.heads * s.head_dim))),
       new_keys(b.alloc(static_cast<size_t>(n * s.kv_heads * s.head_dim))),
+      new_values(b.alloc(static_cast<size_t>(n * s.kv_heads * s.head_dim))),
       queries(b.alloc(static_cast<size_t>(n * s.heads * s.head_dim))),
       attended(b.alloc(static_cast<size_t>(n * s.heads * s.head_dim))) {}
 
 void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttentionWeights& w, const float* xn,
-                     int64_t n, int64_t pos, float* keys, float* values, GatedAttentionScratch& sc, float* out) {
+                     int64_t n, const StepPosition& at, float* keys, float* values, GatedAttentionScratch& sc,
+                     float* out) {
     const int64_t hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
     float* query_and_gate = sc.query_and_gate.data();
     b.matmul(w.q, xn, n, query_and_gate);
     b.matmul(w.k, xn, n, sc.new_keys.data());
-    // The new values go straight into the cache rows they occupy; the keys after their norm and RoPE.
-    b.matmul(w.v, xn, n, values + pos * kv_width);
+    b.matmul(w.v, xn, n, sc.new_values.data());
+    b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
 
     HeadNormRopeArgs r;
     r.n = n;
     r.head_dim = hd;
     r.eps = s.eps;
-    r.pos = pos;
+    r.pos = at.pos;
+    r.position = at.at;
     r.rotary_dim = s.rotary_dim;
     r.theta = s.theta;
     r.style = s.rope;
@@ -40,13 +43,16 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     r.x_row_stride = kv_width;
     r.x_head_stride = hd;
     r.norm_weight = w.k_norm.data();
-    r.out = keys + pos * kv_width;
+    r.out = sc.new_keys.data();
     r.out_row_stride = kv_width;
     b.head_rmsnorm_rope(r);
+    b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
 
     AttentionArgs a;
     a.n = n;
-    a.pos = pos;
+    a.pos = at.pos;
+    a.position = at.at;
+    a.capacity = at.capacity;
     a.heads = s.heads;
     a.kv_heads = s.kv_heads;
     a.head_dim = hd;

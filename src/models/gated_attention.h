@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "models/decode_step.h"
 
 namespace duet {
 
@@ -28,13 +29,13 @@ struct GatedAttentionWeights {
 // Scratch activations for up to n tokens.
 struct GatedAttentionScratch {
     GatedAttentionScratch(Backend& backend, const GatedAttentionShape& shape, int64_t n);
-    Buffer query_and_gate, new_keys, queries, attended;
+    Buffer query_and_gate, new_keys, new_values, queries, attended;
 };
 
-// out[n, o.rows] for the normalised input xn[n, in] at positions pos..pos+n−1. The new keys and values
-// are written into the caches' rows pos..pos+n−1 ([capacity, kv_heads · head_dim] each).
+// out[n, o.rows] for the normalised input xn[n, in] at positions at.pos..at.pos+n−1. The new keys and
+// values are written into the caches' rows there ([capacity, kv_heads · head_dim] each).
 void gated_attention(Backend& backend, const GatedAttentionShape& shape, const GatedAttentionWeights& w,
-                     const float* xn, int64_t n, int64_t pos, float* keys, float* values,
+                     const float* xn, int64_t n, const StepPosition& at, float* keys, float* values,
                      GatedAttentionScratch& scratch, float* out);
 
 }  // namespace duet

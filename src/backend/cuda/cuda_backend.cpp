@@ -1,4 +1,5 @@
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/step_graphs.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -142,10 +143,15 @@ public:
         check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
         // Exact f32 products, as the CPU computes them: no TF32 shortcuts.
         check_cublas(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+        // Op times need every op to run on its own, so they turn recording off.
+        const char* graphs = std::getenv("DUET_CUDA_GRAPHS");
+        const bool record = !times_.enabled() && (graphs == nullptr || std::strcmp(graphs, "0") != 0);
+        graphs_ = std::make_unique<StepGraphs>(stream_, record);
     }
     ~CudaBackend() override {
         times_.report_and_stop();
         cudaStreamSynchronize(stream_);
+        graphs_.reset();
         cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
     }
@@ -158,7 +164,9 @@ public:
         if (data == nullptr) DUET_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), count * sizeof(float)));
         DUET_CUDA_CHECK(cudaMemsetAsync(data, 0, count * sizeof(float), stream_));
         std::shared_ptr<BlockCache> cache = blocks_;
-        return Buffer(std::shared_ptr<float[]>(data, [cache, count](float* p) { cache->give_back(count, p); }), count);
+        Buffer buffer(std::shared_ptr<float[]>(data, [cache, count](float* p) { cache->give_back(count, p); }), count);
+        graphs_->keep(buffer);
+        return buffer;
     }
     void upload(float* dst, const float* host, size_t count) override {
         Timed timed(*this, "upload");
@@ -209,6 +217,10 @@ public:
         Timed timed(*this, "sample_with_ras");
         (void)logits, (void)count, (void)params, (void)ras, (void)recent, (void)draws, (void)exempt, (void)out;
         require(false, "sampling on the GPU is not built yet");
+    }
+
+    const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {
+        return graphs_->run(key, issue);
     }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
@@ -400,6 +412,11 @@ private:
         std::array<uint8_t, 32> head{};
         std::memcpy(head.data(), host, std::min(bytes, head.size()));
         if (w.buffer.data() == nullptr || w.bytes != bytes || w.head != head) {
+            if (w.buffer.data() != nullptr) {  // the host address now holds other weights
+                DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+                graphs_->forget_all();
+                expert_tables_.clear();
+            }
             w.buffer = DeviceBuffer(bytes);
             DUET_CUDA_CHECK(cudaMemcpyAsync(w.buffer.data(), host, bytes, cudaMemcpyHostToDevice, stream_));
             w.bytes = bytes;
@@ -423,9 +440,18 @@ private:
     }
 
     // Scratch that grows to the largest request; ops on one stream run in order, so reuse is safe.
+    // Growing it while a step is recorded spoils the recording (its earlier ops read the old buffer,
+    // which is kept until the next growth outside a recording).
     float* scratch(DeviceBuffer& buffer, size_t count) {
         if (buffer.size_bytes() < count * sizeof(float)) {
-            DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be in use
+            if (graphs_->recording()) {
+                graphs_->spoil();
+                retired_.push_back(std::move(buffer));
+            } else {
+                DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be in use
+                retired_.clear();
+                graphs_->forget_all();
+            }
             buffer = DeviceBuffer(count * sizeof(float));
         }
         return buffer.as<float>();
@@ -447,6 +473,8 @@ private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
+    std::unique_ptr<StepGraphs> graphs_;
+    std::vector<DeviceBuffer> retired_;
     OpTimes times_;
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::unordered_map<const void*, DeviceBuffer> expert_tables_;

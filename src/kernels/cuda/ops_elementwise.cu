@@ -44,13 +44,12 @@ __global__ void gather_embeddings_kernel(const void* table, WeightType type, int
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * cols) return;
     const int64_t t = i / cols, c = i % cols;
-    float sum = 0.0f;
+    float sum = g.accumulate ? out[i] : 0.0f;
     for (int64_t j = 0; j < g.per_row; ++j) {
         const int32_t id = g.ids[t * g.per_row + j];
         if (id >= 0) sum += load_weight(table, type, (g.first_row + j * g.row_step + id) * cols + c);
     }
-    sum *= row_scale != nullptr ? row_scale[t] : g.scale;
-    out[i] = g.accumulate ? out[i] + sum : sum;
+    out[i] = sum * (row_scale != nullptr ? row_scale[t] : g.scale);
 }
 
 __global__ void store_rows_kernel(float* table, int64_t width, int64_t first, const int32_t* first_at,

@@ -53,6 +53,10 @@ void Model::check_frames(std::span<const int32_t> frames, std::string_view what)
 
 // ASSUMED (taken from S2 Pro): an audio row's input is the token embedding plus the first Nb
 // codebooks' embeddings, divided by sqrt(Nb + 1).
+float Model::input_row_scale(int64_t backbone_codebooks) {
+    return 1.0f / std::sqrt(static_cast<float>(backbone_codebooks + 1));
+}
+
 void Model::input_rows(Backend& b, const int32_t* frames, int64_t n, float* out) const {
     const int64_t width = config_.frame_width(), nb = config_.tower.backbone_codebooks, cb = config_.tower.codebook_size;
     std::vector<int32_t> mains(static_cast<size_t>(n)), codes(static_cast<size_t>(n * nb), -1);
@@ -62,7 +66,7 @@ void Model::input_rows(Backend& b, const int32_t* frames, int64_t n, float* out)
         mains[r] = row[0];
         if (!is_audio_row(row)) continue;
         for (int64_t k = 0; k < nb; ++k) codes[r * nb + k] = static_cast<int32_t>(k * cb + row[1 + k]);
-        scale[r] = 1.0f / std::sqrt(static_cast<float>(nb + 1));
+        scale[r] = input_row_scale(nb);
     }
     b.embed(backbone_.weights().embed, mains.data(), n, out);
     b.sum_embeddings(weights_.code_embeddings, codes.data(), nb, n, /*accumulate=*/true, scale.data(), out);
@@ -120,16 +124,24 @@ struct Model::TowerScratch {
     Buffer embedding, normed, x, mixed, gate, up;
 };
 
-void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const int32_t* tokens, const int32_t* extra,
-                        int64_t n, int64_t pos, TowerScratch& sc) const {
+EmbeddingGather Model::extra_codes_gather(const int32_t* rows) const {
+    const TowerConfig& t = config_.tower;
+    EmbeddingGather g;
+    g.ids = rows + 1 + t.backbone_codebooks;
+    g.per_row = t.num_codebooks - t.backbone_codebooks;
+    g.first_row = t.backbone_codebooks * t.codebook_size;
+    g.row_step = t.codebook_size;
+    g.accumulate = true;
+    return g;
+}
+
+void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(float*)>& embed,
+                        int64_t n, const StepPosition& at, TowerScratch& sc) const {
     const TowerConfig& c = config_.tower;
     const TowerLayer& w = weights_.tower[t];
     const int64_t dim = c.dim;
     float* e = sc.embedding.data();
-    b.sum_embeddings(w.embed, tokens, 1, n, /*accumulate=*/false, nullptr, e);
-    if (extra != nullptr) {
-        b.sum_embeddings(weights_.code_embeddings, extra, c.num_codebooks - c.backbone_codebooks, n, true, nullptr, e);
-    }
+    embed(e);
     // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products.
     b.rmsnorm(e, w.enorm.data(), n, dim, c.norm_eps, sc.normed.data());
     b.matmul(w.eh_embedding, sc.normed.data(), n, sc.x.data());
@@ -139,7 +151,7 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const int32
     b.add(x, sc.mixed.data(), n * dim);
 
     b.rmsnorm(x, w.input_norm.data(), n, dim, c.norm_eps, sc.normed.data());
-    gated_attention(b, TowerScratch::attention_shape(c), w.attention, sc.normed.data(), n, pos, s.tower_keys(t),
+    gated_attention(b, TowerScratch::attention_shape(c), w.attention, sc.normed.data(), n, at, s.tower_keys(t),
                     s.tower_values(t), sc.attention, sc.mixed.data());
     b.add(x, sc.mixed.data(), n * dim);
     b.rmsnorm(x, w.post_norm.data(), n, dim, c.norm_eps, sc.normed.data());
@@ -171,7 +183,14 @@ void Model::tower_teacher_forced(Backend& b, State& s, const float* hidden, cons
             const std::span<const int32_t> following(next + r * width, static_cast<size_t>(width));
             tokens[r] = is_audio_row(following) ? following[column] : -1;  // the seed's mask
         }
-        tower_layer(b, s, t, hin.data(), tokens.data(), t == 0 ? extra.data() : nullptr, n, pos, sc);
+        const auto embed = [&](float* e) {
+            b.sum_embeddings(weights_.tower[t].embed, tokens.data(), 1, n, /*accumulate=*/false, nullptr, e);
+            if (t == 0 && c.num_codebooks > c.backbone_codebooks) {
+                b.sum_embeddings(weights_.code_embeddings, extra.data(), c.num_codebooks - c.backbone_codebooks, n,
+                                 true, nullptr, e);
+            }
+        };
+        tower_layer(b, s, t, hin.data(), embed, n, StepPosition{pos, nullptr, s.capacity()}, sc);
         if (head_logits == nullptr || t < c.shared_layers) continue;
         b.matmul(weights_.tower[t].head, hin.data(), n, logits.data());
         b.download(host_logits.data(), logits.data(), host_logits.size());
@@ -183,27 +202,49 @@ void Model::tower_teacher_forced(Backend& b, State& s, const float* hidden, cons
     }
 }
 
-void Model::tower_step(Backend& b, State& s, const float* hidden, std::span<const int32_t> in,
-                       std::span<int32_t> next, int64_t pos, const CodePicker& pick) const {
+void Model::frame_candidates(Backend& b, const float* normed, float* logits) const {
+    b.matmul(weights_.candidate_head, normed, 1, logits);
+}
+
+void Model::tower_step(Backend& b, State& s, const float* hidden, const int32_t* previous, int32_t* frame,
+                       const StepPosition& at, const SamplingParams& params, const DrawCounter& draws,
+                       float* head_logits) const {
     const TowerConfig& c = config_.tower;
-    require(pos >= 0 && pos < s.capacity(), "drama3 tower: row ", pos, " is outside the state's capacity of ",
-            s.capacity());
     TowerScratch sc(config_, b, 1);
     Buffer hin = b.alloc(static_cast<size_t>(c.dim));
     b.copy(hin.data(), hidden, static_cast<size_t>(c.dim));
-    Buffer logits = b.alloc(static_cast<size_t>(c.codebook_size));
-    std::vector<float> host(static_cast<size_t>(c.codebook_size));
-    const std::vector<int32_t> extra = extra_code_ids(in.data(), 1);
     for (int64_t t = 0; t < c.layers(); ++t) {
-        const int64_t column = c.input_column(t);
-        const int32_t token = next[column];
-        tower_layer(b, s, t, hin.data(), &token, t == 0 ? extra.data() : nullptr, 1, pos, sc);
+        const auto embed = [&](float* e) {
+            EmbeddingGather token;
+            token.ids = frame + c.input_column(t);
+            b.gather_embeddings(weights_.tower[t].embed, token, 1, e);
+            if (t == 0 && c.num_codebooks > c.backbone_codebooks) {
+                b.gather_embeddings(weights_.code_embeddings, extra_codes_gather(previous), 1, e);
+            }
+        };
+        tower_layer(b, s, t, hin.data(), embed, 1, at, sc);
         if (t < c.shared_layers) continue;
-        b.matmul(weights_.tower[t].head, hin.data(), 1, logits.data());
-        b.download(host.data(), logits.data(), host.size());
         const int64_t k = 1 + (t - c.shared_layers);
-        next[1 + k] = pick(k, host);
+        float* logits = head_logits + (k - 1) * c.codebook_size;
+        b.matmul(weights_.tower[t].head, hin.data(), 1, logits);
+        DrawCounter code_draw = draws;
+        code_draw.slot = draws.slot + static_cast<uint32_t>(k);
+        b.sample(logits, 1, c.codebook_size, params, code_draw, frame + 1 + k);
     }
+}
+
+void Model::audio_input_row(Backend& b, const int32_t* frame, float* out) const {
+    const int64_t nb = config_.tower.backbone_codebooks;
+    EmbeddingGather main;
+    main.ids = frame;
+    b.gather_embeddings(backbone_.weights().embed, main, 1, out);
+    EmbeddingGather codes;
+    codes.ids = frame + 1;
+    codes.per_row = nb;
+    codes.row_step = config_.tower.codebook_size;
+    codes.accumulate = true;
+    codes.scale = input_row_scale(nb);
+    b.gather_embeddings(weights_.code_embeddings, codes, 1, out);
 }
 
 size_t Model::frame_weight_bytes() const {

@@ -19,9 +19,6 @@
 
 namespace duet::drama3 {
 
-// Chooses a residual code from its head's logits: (code index k in 1..n−1, logits [codebook_size]).
-using CodePicker = std::function<int32_t(int64_t code_index, std::span<const float> logits)>;
-
 class Model {
 public:
     static Model load(const std::string& dir);
@@ -55,9 +52,18 @@ public:
     // caches; `head_logits` (host [n, num_codebooks − 1, codebook_size]) receives the heads when given.
     void tower_teacher_forced(Backend& backend, State& state, const float* hidden, const int32_t* in,
                               const int32_t* next, int64_t n, int64_t pos, float* head_logits = nullptr) const;
-    // The tower for one frame at `pos`: next[0..1] are chosen; `pick` chooses codes 2.. from each head.
-    void tower_step(Backend& backend, State& state, const float* hidden, std::span<const int32_t> in,
-                    std::span<int32_t> next, int64_t pos, const CodePicker& pick) const;
+    // One frame's part of a recorded step, everything in backend memory: the candidate logits of
+    // `normed` [1, hidden] into `logits` [candidates].
+    void frame_candidates(Backend& backend, const float* normed, float* logits) const;
+    // The tower for the frame being drawn at tower row `at`: `frame` holds its main token and code0,
+    // `previous` the row fed before it (codes negative when it is no audio row); each head's code is
+    // drawn into frame[2..] (draw slot draws.slot + k for code k ≥ 1) and its logits written to
+    // head_logits [num_codebooks − 1, codebook_size].
+    void tower_step(Backend& backend, State& state, const float* hidden, const int32_t* previous, int32_t* frame,
+                    const StepPosition& at, const SamplingParams& params, const DrawCounter& draws,
+                    float* head_logits) const;
+    // The backbone input row [1, hidden] of an audio frame in backend memory (as input_rows).
+    void audio_input_row(Backend& backend, const int32_t* frame, float* out) const;
 
 private:
     Model(Config config, qwen35_moe::Model backbone, Weights weights)
@@ -66,10 +72,14 @@ private:
                       size_t bytes, std::shared_ptr<const void> keep_alive);
 
     struct TowerScratch;
-    // Layer t over n rows: hin [n, dim] is replaced by the layer's normed output. `tokens` [n] are
-    // embed_tokens ids (negative: no embedding); at t == 0 `extra` [n, per-row] code-embedding ids are added.
-    void tower_layer(Backend& b, State& s, int64_t t, float* hin, const int32_t* tokens, const int32_t* extra,
-                     int64_t n, int64_t pos, TowerScratch& sc) const;
+    // What an audio row's summed embeddings are multiplied by.
+    static float input_row_scale(int64_t backbone_codebooks);
+    // Layer t over n rows: hin [n, dim] is replaced by the layer's normed output. `embed` writes the
+    // layer's input embeddings [n, dim] (its tokens' rows, at t == 0 plus the extra codes' rows).
+    void tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(float*)>& embed,
+                     int64_t n, const StepPosition& at, TowerScratch& sc) const;
+    // The code-embedding rows the backbone row left out, for `rows` in backend memory (see extra_code_ids).
+    EmbeddingGather extra_codes_gather(const int32_t* rows) const;
     // The code-embedding ids of the codebooks the backbone row did not carry (extra(in)), [n, per-row].
     std::vector<int32_t> extra_code_ids(const int32_t* in, int64_t n) const;
 

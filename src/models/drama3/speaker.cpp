@@ -18,7 +18,40 @@ Speaker::Speaker(const Model& model, Backend& backend, int64_t capacity)
     : model_(model),
       backend_(backend),
       state_(model.new_state(backend, capacity)),
-      last_hidden_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))) {}
+      last_hidden_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))),
+      counters_(backend.alloc(4)),
+      frame_(backend.alloc(static_cast<size_t>(model.config().frame_width()))),
+      previous_(backend.alloc(static_cast<size_t>(model.config().frame_width()))),
+      main_logits_(backend.alloc(static_cast<size_t>(model.config().candidates()))),
+      head_logits_(backend.alloc(static_cast<size_t>((model.config().tower.num_codebooks - 1) *
+                                                     model.config().tower.codebook_size))),
+      input_row_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))) {}
+
+void Speaker::use_sampling(const FrameSampling& sampling) {
+    const SamplingParams& p = sampling.params;
+    const SamplingParams& q = recorded_sampling_.params;
+    const bool same = sampling_set_ && p.temperature == q.temperature && p.top_k == q.top_k && p.top_p == q.top_p &&
+                      p.seed == q.seed && sampling.ras.window == recorded_sampling_.ras.window &&
+                      sampling.ras.min_repeats == recorded_sampling_.ras.min_repeats;
+    if (same) return;
+    require(sampling.ras.window >= 0, "drama3: RAS window ", sampling.ras.window, " must not be negative");
+    const int64_t held_before = sampling_set_ ? recorded_sampling_.ras.window : 0;
+    if (!sampling_set_ || sampling.ras.window != held_before) {
+        // The window keeps what it held, as far as the new size allows.
+        std::vector<int32_t> old(static_cast<size_t>(1 + held_before), 0);
+        if (sampling_set_) backend_.download_ints(old.data(), recent_.ints(), old.size());
+        const int32_t held = std::min<int32_t>(old[0], static_cast<int32_t>(sampling.ras.window));
+        std::vector<int32_t> fresh(static_cast<size_t>(1 + sampling.ras.window), 0);
+        fresh[0] = held;
+        std::copy(old.begin() + 1 + (old[0] - held), old.begin() + 1 + old[0], fresh.begin() + 1);
+        recent_ = backend_.alloc(fresh.size());
+        backend_.upload_ints(recent_.ints(), fresh.data(), fresh.size());
+    }
+    recorded_sampling_ = sampling;
+    sampling_set_ = true;
+    main_key_ = std::make_shared<int>(0);
+    tower_key_ = std::make_shared<int>(1);
+}
 
 void Speaker::feed_rows(const int32_t* rows, int64_t n, float* normed_out, std::vector<float>* input_copy) {
     const int64_t hidden = model_.config().backbone.hidden;
@@ -73,6 +106,9 @@ void Speaker::feed(const text::FrameRows& rows, PrefillTrace* trace) {
     backend_.copy(last_hidden_.data(), new_hidden + (m - 1) * hidden, static_cast<size_t>(hidden));
     const auto last = rows.row(rows.count() - 1);
     last_row_.assign(last.begin(), last.end());
+    std::vector<int32_t> previous = last_row_;
+    if (!model_.is_audio_row(previous)) std::fill(previous.begin() + 1, previous.end(), -1);
+    backend_.upload_ints(previous_.ints(), previous.data(), previous.size());
 }
 
 bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace) {
@@ -82,32 +118,56 @@ bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, Fram
     require(frame.size() == static_cast<size_t>(c.frame_width()), "drama3: frame of ", frame.size(),
             " values, expected ", c.frame_width());
 
-    const std::vector<float> main_logits = model_.candidate_logits(backend_, last_hidden_.data(), 1);
-    if (trace != nullptr) trace->main_logits = main_logits;
-    const std::vector<int32_t> recent(recent_mains_.begin(), recent_mains_.end());
-    const int32_t choice = sample_with_ras(main_logits, sampling.params, sampling.ras, recent,
-                                           uniform_draw(sampling.params.seed, step_, kMainSlot),
-                                           uniform_draw(sampling.params.seed, step_, kRasSlot),
-                                           static_cast<int32_t>(c.semantic_count()));
+    use_sampling(sampling);
+    Backend& b = backend_;
+    const int32_t counters[3] = {static_cast<int32_t>(step_), static_cast<int32_t>(position()),
+                                 static_cast<int32_t>(position() - 1)};
+    b.upload_ints(counters_.ints(), counters, 3);
+    const int32_t* step_counter = counters_.ints();
+    int32_t* choice_slot = counters_.ints() + 3;
+
+    // The main token: the candidate head and its draw, on the device.
+    const int32_t eos_choice = static_cast<int32_t>(c.semantic_count());
+    b.run_step(main_key_, [&] {
+        model_.frame_candidates(b, last_hidden_.data(), main_logits_.data());
+        b.sample_with_ras(main_logits_.data(), c.candidates(), sampling.params, sampling.ras, recent_.ints(),
+                          DrawCounter{sampling.params.seed, step_counter, kMainSlot}, eos_choice, choice_slot);
+        return static_cast<const float*>(main_logits_.data());
+    });
+    int32_t choice = 0;
+    b.download_ints(&choice, choice_slot, 1);
+    if (trace != nullptr) {
+        trace->main_logits.resize(static_cast<size_t>(c.candidates()));
+        b.download(trace->main_logits.data(), main_logits_.data(), trace->main_logits.size());
+    }
     std::fill(frame.begin(), frame.end(), 0);
-    if (choice == c.semantic_count()) {
+    if (choice == eos_choice) {
         frame[0] = static_cast<int32_t>(c.eos);
         ++step_;
         return false;
     }
     frame[0] = static_cast<int32_t>(c.semantic_start + choice);
     frame[1] = choice;
-    recent_mains_.push_back(choice);
-    if (static_cast<int64_t>(recent_mains_.size()) > sampling.ras.window) recent_mains_.pop_front();
+    b.upload_ints(frame_.ints(), frame.data(), frame.size());
 
-    if (trace != nullptr) trace->head_logits.clear();
-    const CodePicker pick = [&](int64_t k, std::span<const float> logits) {
-        if (trace != nullptr) trace->head_logits.insert(trace->head_logits.end(), logits.begin(), logits.end());
-        return sample_index(logits, sampling.params, uniform_draw(sampling.params.seed, step_, kRasSlot + k));
-    };
-    model_.tower_step(backend_, state_, last_hidden_.data(), last_row_, frame, position() - 1, pick);
-
-    feed_rows(frame.data(), 1, last_hidden_.data());
+    // The residual codes and the frame's feed into the backbone, on the device.
+    const int64_t width = c.frame_width();
+    b.run_step(tower_key_, [&] {
+        model_.tower_step(b, state_, last_hidden_.data(), previous_.ints(), frame_.ints(),
+                          StepPosition{position() - 1, counters_.ints() + 2, state_.capacity()}, sampling.params,
+                          DrawCounter{sampling.params.seed, step_counter, kRasSlot}, head_logits_.data());
+        model_.audio_input_row(b, frame_.ints(), input_row_.data());
+        model_.backbone().step_row(b, state_.backbone(), input_row_.data(), last_hidden_.data(),
+                                   StepPosition{position(), counters_.ints() + 1, state_.capacity()});
+        b.copy(previous_.data(), frame_.data(), static_cast<size_t>(width));
+        return static_cast<const float*>(head_logits_.data());
+    });
+    state_.backbone().advance(1);
+    b.download_ints(frame.data(), frame_.ints(), frame.size());
+    if (trace != nullptr) {
+        trace->head_logits.resize(head_logits_.size());
+        b.download(trace->head_logits.data(), head_logits_.data(), head_logits_.size());
+    }
     last_row_.assign(frame.begin(), frame.end());
     ++step_;
     return true;

@@ -47,8 +47,10 @@ Model Model::bind(const Config& config, const TensorLookup& lookup, const std::v
 
 namespace {
 
+}  // namespace
+
 // Scratch activations for one forward call of n tokens.
-struct Scratch {
+struct Model::Scratch {
     Scratch(const Config& c, Backend& b, int64_t n) {
         auto make = [&](int64_t width) { return b.alloc(static_cast<size_t>(n * std::max<int64_t>(width, 1))); };
         h = make(c.hidden);
@@ -57,9 +59,15 @@ struct Scratch {
         projected = make(std::max(c.in_proj_rows(), c.attn_heads * c.head_dim));
         conv_out = make(c.conv_dim());
         inner = make(std::max({c.mamba_inner(), c.attn_heads * c.head_dim, c.mlp_inter}));
+        new_keys = make(c.kv_heads * c.head_dim);
+        new_values = make(c.kv_heads * c.head_dim);
     }
-    Buffer h, normed, mixed, projected, conv_out, inner;
+    Buffer h, normed, mixed, projected, conv_out, inner, new_keys, new_values;
 };
+
+namespace {
+
+using Scratch = Model::Scratch;
 
 void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, int64_t slot, const float* xn,
                  int64_t n, Scratch& sc, float* out) {
@@ -93,17 +101,20 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, i
     b.matmul(w.out_proj, sc.inner.data(), n, out);
 }
 
-// Attention over a cache whose first `pos` rows are filled.
-void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, float* keys, float* values, int64_t pos,
-                     const float* xn, int64_t n, Scratch& sc, float* out) {
+// Attention over a cache whose first `at.pos` rows are filled.
+void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, float* keys, float* values,
+                     const StepPosition& at, const float* xn, int64_t n, Scratch& sc, float* out) {
     const int64_t kv_width = c.kv_heads * c.head_dim;
-    // The new keys and values go straight into the cache rows they occupy.
     b.matmul(w.q, xn, n, sc.projected.data());
-    b.matmul(w.k, xn, n, keys + pos * kv_width);
-    b.matmul(w.v, xn, n, values + pos * kv_width);
+    b.matmul(w.k, xn, n, sc.new_keys.data());
+    b.matmul(w.v, xn, n, sc.new_values.data());
+    b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
+    b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
     AttentionArgs a;
     a.n = n;
-    a.pos = pos;
+    a.pos = at.pos;
+    a.position = at.at;
+    a.capacity = at.capacity;
     a.heads = c.attn_heads;
     a.kv_heads = c.kv_heads;
     a.head_dim = c.head_dim;
@@ -144,20 +155,11 @@ void Model::apply_patches(Backend& b, float* h, int64_t n, std::span<const Embed
     }
 }
 
-std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
-                                  const HiddenHook& hook, std::vector<float>* final_hidden,
-                                  std::span<const EmbeddingPatch> patches) const {
+void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, Scratch& sc,
+                       const std::function<void(int64_t, const float*)>& report) const {
     const Config& c = config_;
-    require_forward_fits(ids, c.vocab, s);
-    const int64_t n = static_cast<int64_t>(ids.size());
-    Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
-    HiddenReporter report(b, hook, n, hidden);
-
     float* h = sc.h.data();
-    b.embed(weights_.embed, ids.data(), n, h);
-    apply_patches(b, h, n, patches);
-    report(0, h);
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
@@ -167,20 +169,58 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
         switch (layer.kind) {
             case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, s, layer.state_slot, xn, n, sc, out); break;
             case LayerKind::Attention:
-                attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot),
-                                s.position(), xn, n, sc, out);
+                attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot), at, xn,
+                                n, sc, out);
                 break;
             case LayerKind::MoE: b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), out); break;
             case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, xn, n, sc, out); break;
         }
         b.add(h, out, n * hidden);
-        if (i + 1 < layers) report(i + 1, h);
+        if (report && i + 1 < layers) report(i + 1, h);
     }
+    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, sc.normed.data());
+    if (report) report(layers, sc.normed.data());
+}
+
+std::vector<float> Model::decode_step(Backend& b, State& s, int32_t id) const {
+    StepSlots& slots = s.step();
+    slots.set(b, id, s.position());
+    const StepPosition at{s.position(), slots.position(), s.capacity()};
+    const float* logits = b.run_step(slots.key(), [&] {
+        Scratch sc(config_, b, 1);
+        EmbeddingGather g;
+        g.ids = slots.id();
+        b.gather_embeddings(weights_.embed, g, 1, sc.h.data());
+        run_layers(b, s, at, 1, sc, {});
+        b.matmul(weights_.lm_head, sc.normed.data(), 1, slots.output());
+        return static_cast<const float*>(slots.output());
+    });
+    s.advance(1);
+    std::vector<float> host(static_cast<size_t>(config_.vocab));
+    b.download(host.data(), logits, host.size());
+    return host;
+}
+
+std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
+                                  const HiddenHook& hook, std::vector<float>* final_hidden,
+                                  std::span<const EmbeddingPatch> patches) const {
+    const Config& c = config_;
+    require_forward_fits(ids, c.vocab, s);
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (n == 1 && !hook && final_hidden == nullptr && patches.empty()) return decode_step(b, s, ids[0]);
+    Scratch sc(c, b, n);
+    const int64_t hidden = c.hidden;
+    HiddenReporter report(b, hook, n, hidden);
+
+    float* h = sc.h.data();
+    b.embed(weights_.embed, ids.data(), n, h);
+    apply_patches(b, h, n, patches);
+    report(0, h);
+    run_layers(b, s, StepPosition{s.position(), nullptr, s.capacity()}, n, sc,
+               hook ? std::function<void(int64_t, const float*)>(std::ref(report)) : nullptr);
     s.advance(n);
 
     float* final_normed = sc.normed.data();
-    b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, final_normed);
-    report(layers, final_normed);
     if (final_hidden != nullptr) {
         final_hidden->resize(static_cast<size_t>(n * hidden));
         b.download(final_hidden->data(), final_normed, final_hidden->size());
@@ -286,7 +326,8 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
     b.matmul(d.fuse, fused.data(), n, x);
 
     b.rmsnorm(x, d.attention_norm.data(), n, h, c.norm_eps, sc.normed.data());
-    attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(), s.draft_position(), sc.normed.data(), n, sc,
+    attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(),
+                    StepPosition{s.draft_position(), nullptr, s.capacity()}, sc.normed.data(), n, sc,
                     sc.mixed.data());
     b.add(x, sc.mixed.data(), n * h);
     b.rmsnorm(x, d.moe_norm.data(), n, h, c.norm_eps, sc.normed.data());

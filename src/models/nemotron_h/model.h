@@ -75,6 +75,8 @@ public:
     std::vector<float> forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
                                bool all_logits, const HiddenHook& hook = {}) const override;
 
+    struct Scratch;
+
     // Weight bytes one decode token reads: every dense matrix, top-k experts per MoE layer, one
     // embedding row and the LM head.
     size_t decode_weight_bytes() const override;
@@ -83,6 +85,13 @@ private:
     Model(Config config, Weights weights, std::string layout, size_t tensor_count, size_t tensor_bytes)
         : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
           tensor_count_(tensor_count), tensor_bytes_(tensor_bytes) {}
+
+    // The layers and the final norm over sc.h [n, hidden] from position `at`, into sc.normed;
+    // `report` (optional) receives the hidden states as a HiddenHook does.
+    void run_layers(Backend& backend, State& state, const StepPosition& at, int64_t n, Scratch& sc,
+                    const std::function<void(int64_t, const float*)>& report) const;
+    // One token at the state's position, as a step the backend may record and replay.
+    std::vector<float> decode_step(Backend& backend, State& state, int32_t id) const;
 
     // Writes the patches' rows over the embeddings `h` [n, hidden] of this call's inputs.
     void apply_patches(Backend& backend, float* h, int64_t n, std::span<const EmbeddingPatch> patches) const;

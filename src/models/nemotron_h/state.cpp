@@ -4,7 +4,8 @@
 
 namespace duet::nemotron_h {
 
-State::State(const Config& c, Backend& backend, int64_t capacity, bool with_draft) : capacity_(capacity) {
+State::State(const Config& c, Backend& backend, int64_t capacity, bool with_draft)
+    : capacity_(capacity), step_(backend, c.vocab) {
     require(capacity > 0, "state capacity is ", capacity, ", expected a positive number of tokens");
     conv_size_ = (c.conv_kernel - 1) * c.conv_dim();
     ssm_size_ = c.mamba_inner() * c.ssm_state;
@@ -40,6 +41,7 @@ void State::record_history(Backend& backend, int64_t max_tokens) {
     conv_history_.clear();
     ssm_history_.clear();
     history_tokens_ = max_tokens;
+    step_.renew();  // recorded steps wrote the old history buffers
     if (max_tokens == 0) return;
     for (size_t slot = 0; slot < conv_.size(); ++slot) {
         conv_history_.push_back(backend.alloc(static_cast<size_t>(max_tokens * conv_size_)));

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "models/causal_lm.h"
+#include "models/decode_step.h"
 #include "models/nemotron_h/config.h"
 
 namespace duet::nemotron_h {
@@ -32,6 +33,8 @@ public:
     int64_t attention_layers() const { return static_cast<int64_t>(keys_.size()); }
 
     void advance(int64_t tokens) { position_ += tokens; }
+    // A decode step's inputs and logits in backend memory.
+    StepSlots& step() { return step_; }
 
     // The draft (MTP) module's cache: one row per main-model position it has read.
     bool has_draft() const { return draft_keys_.size() > 0; }
@@ -60,6 +63,7 @@ private:
     int64_t history_tokens_ = 0;
     std::vector<Buffer> conv_history_, ssm_history_;
     int64_t conv_size_ = 0, ssm_size_ = 0;
+    StepSlots step_;
 };
 
 }  // namespace duet::nemotron_h

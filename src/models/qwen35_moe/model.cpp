@@ -100,8 +100,8 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
 }
 
 void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeights& w, State& s, int64_t slot,
-                          const float* xn, int64_t n, Scratch& sc, float* out) {
-    gated_attention(b, attention_shape(c), w, xn, n, s.position(), s.keys(slot), s.values(slot), sc.attention, out);
+                          const float* xn, int64_t n, const StepPosition& at, Scratch& sc, float* out) {
+    gated_attention(b, attention_shape(c), w, xn, n, at, s.keys(slot), s.values(slot), sc.attention, out);
 }
 
 }  // namespace
@@ -110,17 +110,47 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
                                   const HiddenHook& hook, int64_t delta_rule_chunk) const {
     require_forward_fits(ids, config_.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
+    if (n == 1 && !hook) return decode_step(b, s, ids[0]);
     Buffer rows = b.alloc(static_cast<size_t>(n * config_.hidden));
     b.embed(weights_.embed, ids.data(), n, rows.data());
     forward_rows(b, s, rows.data(), n, rows.data(), hook, delta_rule_chunk);
     return lm_head_logits(b, weights_.lm_head, rows.data(), n, all_logits ? n : 1);
 }
 
+std::vector<float> Model::decode_step(Backend& b, State& s, int32_t id) const {
+    StepSlots& slots = s.step();
+    slots.set(b, id, s.position());
+    const StepPosition at{s.position(), slots.position(), s.capacity()};
+    const float* logits = b.run_step(slots.key(), [&] {
+        Buffer row = b.alloc(static_cast<size_t>(config_.hidden));
+        EmbeddingGather g;
+        g.ids = slots.id();
+        b.gather_embeddings(weights_.embed, g, 1, row.data());
+        step_row(b, s, row.data(), row.data(), at);
+        b.matmul(weights_.lm_head, row.data(), 1, slots.output());
+        return static_cast<const float*>(slots.output());
+    });
+    s.advance(1);
+    std::vector<float> host(static_cast<size_t>(config_.vocab));
+    b.download(host.data(), logits, host.size());
+    return host;
+}
+
+void Model::step_row(Backend& b, State& s, const float* row, float* normed, const StepPosition& at) const {
+    run_layers(b, s, row, 1, normed, at, {}, 0);
+}
+
 void Model::forward_rows(Backend& b, State& s, const float* rows, int64_t n, float* normed, const HiddenHook& hook,
                          int64_t delta_rule_chunk) const {
-    const Config& c = config_;
     require(n > 0 && n <= s.room(), "qwen35_moe: ", n, " input rows do not fit the state (", s.room(), " of ",
             s.capacity(), " positions left)");
+    run_layers(b, s, rows, n, normed, StepPosition{s.position(), nullptr, s.capacity()}, hook, delta_rule_chunk);
+    s.advance(n);
+}
+
+void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float* normed, const StepPosition& at,
+                       const HiddenHook& hook, int64_t delta_rule_chunk) const {
+    const Config& c = config_;
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
     HiddenReporter report(b, hook, n, hidden);
@@ -137,7 +167,7 @@ void Model::forward_rows(Backend& b, State& s, const float* rows, int64_t n, flo
         if (layer.kind == LayerKind::LinearAttention) {
             linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, xn, n, delta_rule_chunk, sc, out);
         } else {
-            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, sc, out);
+            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, at, sc, out);
         }
         b.add(h, out, n * hidden);
         b.rmsnorm(h, layer.post_norm.data(), n, hidden, c.norm_eps, xn);
@@ -145,8 +175,6 @@ void Model::forward_rows(Backend& b, State& s, const float* rows, int64_t n, flo
         b.add(h, out, n * hidden);
         if (i + 1 < layers) report(i + 1, h);
     }
-    s.advance(n);
-
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, normed);
     report(layers, normed);
 }

@@ -55,6 +55,11 @@ public:
     void forward_rows(Backend& backend, State& state, const float* rows, int64_t n, float* normed,
                       const HiddenHook& hook = {}, int64_t delta_rule_chunk = kDeltaRuleChunk) const;
 
+    // One input row [1, hidden] in backend memory at the position `at` (read from backend memory, so
+    // a recorded step replays at the current one), final-normed into `normed`, as part of a step the
+    // caller records: nothing is checked and the state's position is not advanced.
+    void step_row(Backend& backend, State& state, const float* row, float* normed, const StepPosition& at) const;
+
     // CausalLM
     std::string arch() const override { return "qwen35_moe"; }
     int64_t vocab() const override { return config_.vocab; }
@@ -69,6 +74,11 @@ public:
     size_t decode_weight_bytes() const override;
 
 private:
+    void run_layers(Backend& backend, State& state, const float* rows, int64_t n, float* normed,
+                    const StepPosition& at, const HiddenHook& hook, int64_t delta_rule_chunk) const;
+    // One token at the state's position, as a step the backend may record and replay.
+    std::vector<float> decode_step(Backend& backend, State& state, int32_t id) const;
+
     Model(Config config, Weights weights, Layout layout, size_t tensor_count, size_t tensor_bytes)
         : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
           tensor_count_(tensor_count), tensor_bytes_(tensor_bytes) {}

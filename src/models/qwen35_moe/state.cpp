@@ -4,7 +4,7 @@
 
 namespace duet::qwen35_moe {
 
-State::State(const Config& c, Backend& backend, int64_t capacity) : capacity_(capacity) {
+State::State(const Config& c, Backend& backend, int64_t capacity) : capacity_(capacity), step_(backend, c.vocab) {
     require(capacity > 0, "state capacity is ", capacity, ", expected a positive number of tokens");
     for (LayerKind kind : c.layers) {
         if (kind == LayerKind::LinearAttention) {

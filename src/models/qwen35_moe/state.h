@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "models/causal_lm.h"
+#include "models/decode_step.h"
 #include "models/qwen35_moe/config.h"
 
 namespace duet::qwen35_moe {
@@ -33,11 +34,14 @@ public:
 
     void advance(int64_t tokens) { position_ += tokens; }
     void reset(Backend& backend) override;
+    // A decode step's inputs and logits in backend memory.
+    StepSlots& step() { return step_; }
 
 private:
     int64_t capacity_;
     int64_t position_ = 0;
     std::vector<Buffer> conv_, delta_, keys_, values_;
+    StepSlots step_;
 };
 
 }  // namespace duet::qwen35_moe
