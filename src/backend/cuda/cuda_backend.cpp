@@ -84,9 +84,14 @@ private:
 
 // With DUET_CUDA_OP_TIMES=1 each op waits for its kernels and its wall time is summed by op name;
 // the totals are printed when the backend goes away. Inclusive: an op that calls another counts both.
+// DUET_CUDA_OP_TIMES=step counts only the ops of decode steps (run_step).
 class OpTimes {
 public:
-    OpTimes() : enabled_(std::getenv("DUET_CUDA_OP_TIMES") != nullptr) {}
+    OpTimes()
+        : enabled_(std::getenv("DUET_CUDA_OP_TIMES") != nullptr),
+          steps_only_(enabled_ && std::strcmp(std::getenv("DUET_CUDA_OP_TIMES"), "step") == 0) {}
+    // Inside a decode step or not (what `steps only` counts).
+    void set_in_step(bool in_step) { in_step_ = in_step; }
     // Prints the totals once and stops timing (the stream is about to go away).
     void report_and_stop() {
         if (!enabled_) return;
@@ -102,6 +107,7 @@ public:
     }
     bool enabled() const { return enabled_; }
     void add(const char* name, double seconds) {
+        if (steps_only_ && !in_step_) return;
         Total& t = totals_[name];
         t.seconds += seconds;
         ++t.calls;
@@ -113,6 +119,8 @@ private:
         long calls = 0;
     };
     bool enabled_;
+    bool steps_only_;
+    bool in_step_ = false;
     std::map<std::string, Total> totals_;
 };
 
@@ -220,7 +228,10 @@ public:
     }
 
     const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {
-        return graphs_->run(key, issue);
+        times_.set_in_step(true);
+        const float* result = graphs_->run(key, issue);
+        times_.set_in_step(false);
+        return result;
     }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
@@ -354,19 +365,19 @@ public:
                                  experts, routing, chosen, weights, stream_);
         float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
-        cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid, stream_);
-        cuda::relu2(mid, slots * inter, stream_);
+        cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid, stream_,
+                          /*relu2_out=*/true);
         cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots, result,
                           stream_);
-        cuda::combine_experts(result, weights, n, k, hidden, false, out, stream_);
+        float* shared_out = nullptr;
         if (w.shared_up.rows > 0) {
             float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * w.shared_up.rows));
-            float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
-            matmul(w.shared_up, x, n, shared_mid);
-            cuda::relu2(shared_mid, n * w.shared_up.rows, stream_);
+            shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
+            cuda::expert_gemv(expert_table({w.shared_up}), weight_type(w.shared_up), w.shared_up.rows, hidden, nullptr,
+                              x, 1, n, shared_mid, stream_, /*relu2_out=*/true);
             matmul(w.shared_down, shared_mid, n, shared_out);
-            cuda::add(out, shared_out, n * hidden, stream_);
         }
+        cuda::combine_experts(result, weights, n, k, hidden, shared_out, nullptr, out, stream_);
     }
 
     void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& w, int64_t top_k, bool normalize,
@@ -379,30 +390,24 @@ public:
         int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
         cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
-        float* gate = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+        float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
         float* up = scratch(expert_up_, static_cast<size_t>(slots * inter));
+        swiglu(expert_table(w.gate), expert_table(w.up), weight_type(w.gate[0]), inter, hidden, chosen, x, top_k, slots,
+               mid, up);
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
-        cuda::expert_gemv(expert_table(w.gate), weight_type(w.gate[0]), inter, hidden, chosen, x, top_k, slots, gate,
+        cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots, result,
                           stream_);
-        cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, top_k, slots, up,
-                          stream_);
-        cuda::silu_mul(gate, up, slots * inter, stream_);
-        cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, gate, 1, slots, result,
-                          stream_);
-        cuda::combine_experts(result, weights, n, top_k, hidden, false, out, stream_);
 
         const int64_t shared_inter = w.shared_gate.rows;
-        float* shared_gate = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
+        float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
         float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
         float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
         float* gate_logit = scratch(shared_gate_logit_, static_cast<size_t>(n));
-        matmul(w.shared_gate, x, n, shared_gate);
-        matmul(w.shared_up, x, n, shared_up);
-        cuda::silu_mul(shared_gate, shared_up, n * shared_inter, stream_);
-        matmul(w.shared_down, shared_gate, n, shared_out);
+        swiglu(expert_table({w.shared_gate}), expert_table({w.shared_up}), weight_type(w.shared_gate), shared_inter,
+               hidden, nullptr, x, 1, n, shared_mid, shared_up);
+        matmul(w.shared_down, shared_mid, n, shared_out);
         matmul(w.shared_expert_gate, x, n, gate_logit);
-        cuda::scale_rows_by_sigmoid(shared_out, gate_logit, n, hidden, stream_);
-        cuda::add(out, shared_out, n * hidden, stream_);
+        cuda::combine_experts(result, weights, n, top_k, hidden, shared_out, gate_logit, out, stream_);
     }
 
 private:
@@ -426,6 +431,17 @@ private:
     }
     const float* device_vector(const float* host, int64_t count) {
         return static_cast<const float*>(device_weight(host, static_cast<size_t>(count) * sizeof(float)));
+    }
+
+    // mid[s] = silu(gate_e · x) · (up_e · x) for the slots' experts (see cuda::expert_gemv); `up_scratch`
+    // holds the up products where the one-pass kernel does not apply.
+    void swiglu(const void* const* gates, const void* const* ups, WeightType type, int64_t rows, int64_t cols,
+                const int32_t* chosen, const float* x, int64_t slots_per_input, int64_t slots, float* mid,
+                float* up_scratch) {
+        if (cuda::expert_swiglu(gates, ups, type, rows, cols, chosen, x, slots_per_input, slots, mid, stream_)) return;
+        cuda::expert_gemv(gates, type, rows, cols, chosen, x, slots_per_input, slots, mid, stream_);
+        cuda::expert_gemv(ups, type, rows, cols, chosen, x, slots_per_input, slots, up_scratch, stream_);
+        cuda::silu_mul(mid, up_scratch, slots * rows, stream_);
     }
 
     // A device array of the experts' device pointers, made once per expert list.

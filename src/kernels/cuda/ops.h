@@ -50,9 +50,17 @@ void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, in
 void gemv_rows(const void* w, WeightType type, int64_t rows, int64_t cols, const float* x, int64_t n, float* out,
                cudaStream_t stream);
 // Mixture-of-experts products in one launch: slot s multiplies experts[expert_of[s]] ([rows, cols],
-// a device array of device pointers) with input row x[s / slots_per_input] into out[s, rows].
+// a device array of device pointers; experts[0] for every slot without expert_of) with input row
+// x[s / slots_per_input] into out[s, rows]; `relu2_out` squares the positive part of each output.
 void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int64_t cols, const int32_t* expert_of,
-                 const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream);
+                 const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream,
+                 bool relu2_out = false);
+// out[s] = silu(gates[e] · x) · (ups[e] · x), e as expert_gemv, both products in one pass. Returns
+// false (nothing launched) where the bf16 vector path does not apply; the caller then runs the
+// products one by one.
+bool expert_swiglu(const void* const* gates, const void* const* ups, WeightType type, int64_t rows, int64_t cols,
+                   const int32_t* expert_of, const float* x, int64_t slots_per_input, int64_t slots, float* out,
+                   cudaStream_t stream);
 
 // --- sequence mixers -------------------------------------------------------------------------
 // taps, bias: device. Semantics of Backend::causal_conv1d_silu.
@@ -72,10 +80,9 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64
                         int32_t* chosen, float* weights, cudaStream_t stream);
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream);
-// out[t] (+)= Σ_j weights[t·k + j] · expert_out[t·k + j] over width; `accumulate` adds to out.
+// out[t] = Σ_j weights[t·k + j] · expert_out[t·k + j] over width, plus shared[t] when given, scaled
+// by sigmoid(shared_gate[t]) when that is given too.
 void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,
-                     bool accumulate, float* out, cudaStream_t stream);
-// x[t, :] *= sigmoid(gate[t]) for gate [n].
-void scale_rows_by_sigmoid(float* x, const float* gate, int64_t n, int64_t width, cudaStream_t stream);
+                     const float* shared, const float* shared_gate, float* out, cudaStream_t stream);
 
 }  // namespace duet::cuda

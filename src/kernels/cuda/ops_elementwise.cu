@@ -67,19 +67,15 @@ __global__ void widen_kernel(const void* w, WeightType type, int64_t count, floa
     if (i < count) out[i] = load_weight(w, type, i);
 }
 
-__global__ void scale_rows_by_sigmoid_kernel(float* x, const float* gate, int64_t n, int64_t width) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n * width) x[i] *= sigmoid(gate[i / width]);
-}
-
 __global__ void combine_experts_kernel(const float* expert_out, const float* weights, int64_t n, int64_t k,
-                                       int64_t width, bool accumulate, float* out) {
+                                       int64_t width, const float* shared, const float* shared_gate, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * width) return;
     const int64_t t = i / width, c = i % width;
     float sum = 0.0f;
     for (int64_t j = 0; j < k; ++j) sum += weights[t * k + j] * expert_out[(t * k + j) * width + c];
-    out[i] = accumulate ? out[i] + sum : sum;
+    if (shared != nullptr) sum += shared_gate != nullptr ? sigmoid(shared_gate[t]) * shared[i] : shared[i];
+    out[i] = sum;
 }
 
 }  // namespace
@@ -144,17 +140,11 @@ void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cud
     DUET_CUDA_CHECK_LAUNCH("widen_kernel");
 }
 
-void scale_rows_by_sigmoid(float* x, const float* gate, int64_t n, int64_t width, cudaStream_t stream) {
-    if (n * width == 0) return;
-    scale_rows_by_sigmoid_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(x, gate, n, width);
-    DUET_CUDA_CHECK_LAUNCH("scale_rows_by_sigmoid_kernel");
-}
-
 void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,
-                     bool accumulate, float* out, cudaStream_t stream) {
+                     const float* shared, const float* shared_gate, float* out, cudaStream_t stream) {
     if (n * width == 0) return;
-    combine_experts_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(expert_out, weights, n, k, width,
-                                                                            accumulate, out);
+    combine_experts_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(expert_out, weights, n, k, width, shared,
+                                                                            shared_gate, out);
     DUET_CUDA_CHECK_LAUNCH("combine_experts_kernel");
 }
 

@@ -49,17 +49,40 @@ __global__ void gemv_rows_kernel(const W* __restrict__ w, int64_t rows, int64_t 
     row_dots(w + row * cols, x, cols, n, out + row, rows);
 }
 
-// bf16 experts with rows of whole 16-byte groups and aligned inputs: the vector path.
+// bf16 experts with rows of whole 16-byte groups and aligned inputs: the vector path. Without
+// expert_of every slot uses experts[0]. With `relu2` the outputs are max(v, 0)².
+template <bool kRelu2>
 __global__ void expert_gemv_bf16x8_kernel(const void* const* __restrict__ experts, int64_t rows, int64_t chunks,
                                           const int32_t* __restrict__ expert_of, const float* __restrict__ x,
                                           int64_t slots_per_input, float* __restrict__ out) {
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
     const int64_t slot = blockIdx.y;
     if (row >= rows) return;
-    const uint4* w = static_cast<const uint4*>(experts[expert_of[slot]]) + row * chunks;
+    const int expert = expert_of != nullptr ? expert_of[slot] : 0;
+    const uint4* w = static_cast<const uint4*>(experts[expert]) + row * chunks;
     const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
-    const float sum = warp_row_dot_bf16x8(w, xs, chunks);
+    float sum = warp_row_dot_bf16x8(w, xs, chunks);
+    if (kRelu2) {
+        sum = fmaxf(sum, 0.0f);
+        sum *= sum;
+    }
     if (threadIdx.x % kWarpSize == 0) out[slot * rows + row] = sum;
+}
+
+// The SwiGLU half of an expert in one pass: silu(gate_row · x) · (up_row · x), both rows read by
+// the same warp.
+__global__ void expert_swiglu_bf16x8_kernel(const void* const* __restrict__ gates, const void* const* __restrict__ ups,
+                                            int64_t rows, int64_t chunks, const int32_t* __restrict__ expert_of,
+                                            const float* __restrict__ x, int64_t slots_per_input,
+                                            float* __restrict__ out) {
+    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t slot = blockIdx.y;
+    if (row >= rows) return;
+    const int expert = expert_of != nullptr ? expert_of[slot] : 0;
+    const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
+    const float g = warp_row_dot_bf16x8(static_cast<const uint4*>(gates[expert]) + row * chunks, xs, chunks);
+    const float u = warp_row_dot_bf16x8(static_cast<const uint4*>(ups[expert]) + row * chunks, xs, chunks);
+    if (threadIdx.x % kWarpSize == 0) out[slot * rows + row] = silu(g) * u;
 }
 
 template <typename W>
@@ -69,7 +92,7 @@ __global__ void expert_gemv_kernel(const void* const* __restrict__ experts, int6
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
     const int64_t slot = blockIdx.y;
     if (row >= rows) return;
-    const W* w = static_cast<const W*>(experts[expert_of[slot]]);
+    const W* w = static_cast<const W*>(experts[expert_of != nullptr ? expert_of[slot] : 0]);
     row_dots(w + row * cols, x + (slot / slots_per_input) * cols, cols, 1, out + slot * rows + row, rows);
 }
 
@@ -94,16 +117,33 @@ void gemv_rows(const void* w, WeightType type, int64_t rows, int64_t cols, const
     }
 }
 
+namespace {
+
+bool vector_path(WeightType type, int64_t cols, const float* x) {
+    // Device copies of weights are 256-byte aligned; inputs are rows of a scratch buffer.
+    return type == WeightType::BF16 && cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+}  // namespace
+
 void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int64_t cols, const int32_t* expert_of,
-                 const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream) {
+                 const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream,
+                 bool relu2_out) {
     if (slots == 0 || rows == 0) return;
     require(slots <= 65535, "expert_gemv: ", slots, " token-expert pairs exceed one launch's 65535");
     const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
-    // Device copies of weights are 256-byte aligned; inputs are rows of a scratch buffer.
-    if (type == WeightType::BF16 && cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-        expert_gemv_bf16x8_kernel<<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols / 8, expert_of,
-                                                                                   x, slots_per_input, out);
-    } else if (type == WeightType::BF16) {
+    if (vector_path(type, cols, x)) {
+        if (relu2_out) {
+            expert_gemv_bf16x8_kernel<true><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
+                experts, rows, cols / 8, expert_of, x, slots_per_input, out);
+        } else {
+            expert_gemv_bf16x8_kernel<false><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
+                experts, rows, cols / 8, expert_of, x, slots_per_input, out);
+        }
+        DUET_CUDA_CHECK_LAUNCH("expert_gemv_bf16x8_kernel");
+        return;
+    }
+    if (type == WeightType::BF16) {
         expert_gemv_kernel<uint16_t><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols, expert_of,
                                                                                       x, slots_per_input, out);
     } else {
@@ -111,6 +151,19 @@ void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int6
                                                                                    slots_per_input, out);
     }
     DUET_CUDA_CHECK_LAUNCH("expert_gemv_kernel");
+    if (relu2_out) relu2(out, slots * rows, stream);
+}
+
+bool expert_swiglu(const void* const* gates, const void* const* ups, WeightType type, int64_t rows, int64_t cols,
+                   const int32_t* expert_of, const float* x, int64_t slots_per_input, int64_t slots, float* out,
+                   cudaStream_t stream) {
+    if (!vector_path(type, cols, x) || slots > 65535) return false;
+    if (slots == 0 || rows == 0) return true;
+    const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
+    expert_swiglu_bf16x8_kernel<<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(gates, ups, rows, cols / 8,
+                                                                                 expert_of, x, slots_per_input, out);
+    DUET_CUDA_CHECK_LAUNCH("expert_swiglu_bf16x8_kernel");
+    return true;
 }
 
 }  // namespace duet::cuda
