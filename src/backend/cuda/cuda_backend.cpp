@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/step_graphs.h"
+#include "backend/cuda/tensor_core_products.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -246,7 +247,14 @@ public:
             cuda::gemv_rows(dw, weight_type(w), w.rows, w.cols, x, n, out, stream_);
             return;
         }
-        // out (column-major [rows, n], ld rows) = Wᵀ-as-stored · x, a piece of rows at a time.
+        if (w.dtype == DType::BF16) {
+            uint16_t* hi = half_scratch(act_hi_, static_cast<size_t>(n * w.cols));
+            uint16_t* lo = half_scratch(act_lo_, static_cast<size_t>(n * w.cols));
+            cuda::split_rows_bf16(x, w.cols, nullptr, n, hi, lo, stream_);
+            split_bf16_gemm(cublas_, dw, w.rows, w.cols, hi, lo, n, out, w.rows);
+            return;
+        }
+        // f32 weights: out (column-major [rows, n], ld rows) = Wᵀ-as-stored · x, a piece of rows at a time.
         const int64_t piece_rows = std::max<int64_t>(1, kWidenChunk / std::max<int64_t>(w.cols, 1));
         float* widened = scratch(widen_, static_cast<size_t>(std::min(piece_rows, w.rows) * w.cols));
         const size_t element = dtype_size(w.dtype);
@@ -363,21 +371,31 @@ public:
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
         cuda::route_sigmoid_topk(logits, w.score_bias != nullptr ? device_vector(w.score_bias, experts) : nullptr, n,
                                  experts, routing, chosen, weights, stream_);
-        float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
-        cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid, stream_,
-                          /*relu2_out=*/true);
-        cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots, result,
-                          stream_);
+        const int32_t* row_of_slot = nullptr;
+        if (grouped(n, w.up[0])) {
+            row_of_slot = grouped_experts(x, n, k, experts, chosen, w.up, nullptr, w.down, result);
+        } else {
+            float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+            cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid,
+                              stream_, /*relu2_out=*/true);
+            cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots,
+                              result, stream_);
+        }
         float* shared_out = nullptr;
         if (w.shared_up.rows > 0) {
             float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * w.shared_up.rows));
             shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
-            cuda::expert_gemv(expert_table({w.shared_up}), weight_type(w.shared_up), w.shared_up.rows, hidden, nullptr,
-                              x, 1, n, shared_mid, stream_, /*relu2_out=*/true);
+            if (n > kGemvTokens) {
+                matmul(w.shared_up, x, n, shared_mid);
+                cuda::relu2(shared_mid, n * w.shared_up.rows, stream_);
+            } else {
+                cuda::expert_gemv(expert_table({w.shared_up}), weight_type(w.shared_up), w.shared_up.rows, hidden,
+                                  nullptr, x, 1, n, shared_mid, stream_, /*relu2_out=*/true);
+            }
             matmul(w.shared_down, shared_mid, n, shared_out);
         }
-        cuda::combine_experts(result, weights, n, k, hidden, shared_out, nullptr, out, stream_);
+        cuda::combine_experts(result, weights, n, k, hidden, shared_out, nullptr, row_of_slot, out, stream_);
     }
 
     void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& w, int64_t top_k, bool normalize,
@@ -390,24 +408,35 @@ public:
         int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
         cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
-        float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
-        float* up = scratch(expert_up_, static_cast<size_t>(slots * inter));
-        swiglu(expert_table(w.gate), expert_table(w.up), weight_type(w.gate[0]), inter, hidden, chosen, x, top_k, slots,
-               mid, up);
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
-        cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots, result,
-                          stream_);
+        const int32_t* row_of_slot = nullptr;
+        if (grouped(n, w.gate[0])) {
+            row_of_slot = grouped_experts(x, n, top_k, experts, chosen, w.gate, &w.up, w.down, result);
+        } else {
+            float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+            float* up = scratch(expert_up_, static_cast<size_t>(slots * inter));
+            swiglu(expert_table(w.gate), expert_table(w.up), weight_type(w.gate[0]), inter, hidden, chosen, x, top_k,
+                   slots, mid, up);
+            cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots,
+                              result, stream_);
+        }
 
         const int64_t shared_inter = w.shared_gate.rows;
         float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
         float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
         float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
         float* gate_logit = scratch(shared_gate_logit_, static_cast<size_t>(n));
-        swiglu(expert_table({w.shared_gate}), expert_table({w.shared_up}), weight_type(w.shared_gate), shared_inter,
-               hidden, nullptr, x, 1, n, shared_mid, shared_up);
+        if (n > kGemvTokens) {
+            matmul(w.shared_gate, x, n, shared_mid);
+            matmul(w.shared_up, x, n, shared_up);
+            cuda::silu_mul(shared_mid, shared_up, n * shared_inter, stream_);
+        } else {
+            swiglu(expert_table({w.shared_gate}), expert_table({w.shared_up}), weight_type(w.shared_gate),
+                   shared_inter, hidden, nullptr, x, 1, n, shared_mid, shared_up);
+        }
         matmul(w.shared_down, shared_mid, n, shared_out);
         matmul(w.shared_expert_gate, x, n, gate_logit);
-        cuda::combine_experts(result, weights, n, top_k, hidden, shared_out, gate_logit, out, stream_);
+        cuda::combine_experts(result, weights, n, top_k, hidden, shared_out, gate_logit, row_of_slot, out, stream_);
     }
 
 private:
@@ -431,6 +460,56 @@ private:
     }
     const float* device_vector(const float* host, int64_t count) {
         return static_cast<const float*>(device_weight(host, static_cast<size_t>(count) * sizeof(float)));
+    }
+
+    // Long prompts run their experts grouped on tensor cores (bf16 experts only).
+    static bool grouped(int64_t n, const MatrixView& expert) { return n > kGemvTokens && expert.dtype == DType::BF16; }
+
+    // The routed experts of n tokens grouped by expert (see tensor_core_products.h): `first` (relu²)
+    // or `first` and `second` (silu(first)·second) then `down`, each expert's rows in one product
+    // pair. Writes the grouped results [n·k, hidden] and returns the device map slot → result row.
+    const int32_t* grouped_experts(const float* x, int64_t n, int64_t k, int64_t experts, const int32_t* chosen,
+                                   const std::vector<MatrixView>& first, const std::vector<MatrixView>* second,
+                                   const std::vector<MatrixView>& down, float* result) {
+        const int64_t slots = n * k, hidden = first[0].cols, inter = first[0].rows;
+        std::vector<int32_t> host_chosen(static_cast<size_t>(slots));
+        download_ints(host_chosen.data(), chosen, host_chosen.size());
+        const ExpertGroups groups = group_by_expert(host_chosen, experts, k);
+        int32_t* maps = int_scratch(group_maps_, static_cast<size_t>(2 * slots));
+        upload_ints(maps, groups.row_of_slot.data(), static_cast<size_t>(slots));
+        upload_ints(maps + slots, groups.token_of_row.data(), static_cast<size_t>(slots));
+
+        uint16_t* x_hi = half_scratch(group_hi_, static_cast<size_t>(slots * std::max(hidden, inter)));
+        uint16_t* x_lo = half_scratch(group_lo_, static_cast<size_t>(slots * std::max(hidden, inter)));
+        cuda::split_rows_bf16(x, hidden, maps + slots, slots, x_hi, x_lo, stream_);
+        float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+        float* mid2 = second != nullptr ? scratch(expert_up_, static_cast<size_t>(slots * inter)) : nullptr;
+        auto for_each_expert = [&](auto&& run) {
+            for (int64_t e = 0; e < experts; ++e) {
+                const int64_t begin = groups.offset[e], count = groups.offset[e + 1] - begin;
+                if (count > 0) run(e, begin, count);
+            }
+        };
+        for_each_expert([&](int64_t e, int64_t begin, int64_t count) {
+            split_bf16_gemm(cublas_, device_weight(first[e].data, matrix_bytes(first[e])), inter, hidden,
+                            x_hi + begin * hidden, x_lo + begin * hidden, count, mid + begin * inter, inter);
+            if (second != nullptr) {
+                const MatrixView& m = (*second)[e];
+                split_bf16_gemm(cublas_, device_weight(m.data, matrix_bytes(m)), inter, hidden, x_hi + begin * hidden,
+                                x_lo + begin * hidden, count, mid2 + begin * inter, inter);
+            }
+        });
+        // The activations, split again for the down products (the input halves are no longer needed).
+        if (second != nullptr) {
+            cuda::silu_mul_split_bf16(mid, mid2, slots * inter, x_hi, x_lo, stream_);
+        } else {
+            cuda::relu2_split_bf16(mid, slots * inter, x_hi, x_lo, stream_);
+        }
+        for_each_expert([&](int64_t e, int64_t begin, int64_t count) {
+            split_bf16_gemm(cublas_, device_weight(down[e].data, matrix_bytes(down[e])), hidden, inter,
+                            x_hi + begin * inter, x_lo + begin * inter, count, result + begin * hidden, hidden);
+        });
+        return maps;
     }
 
     // mid[s] = silu(gate_e · x) · (up_e · x) for the slots' experts (see cuda::expert_gemv); `up_scratch`
@@ -475,6 +554,9 @@ private:
     int32_t* int_scratch(DeviceBuffer& buffer, size_t count) {
         return reinterpret_cast<int32_t*>(scratch(buffer, count));
     }
+    uint16_t* half_scratch(DeviceBuffer& buffer, size_t count) {
+        return reinterpret_cast<uint16_t*>(scratch(buffer, (count + 1) / 2));
+    }
     const int32_t* upload_ids(const int32_t* host, size_t count) {
         int32_t* ids = int_scratch(ids_, count);
         DUET_CUDA_CHECK(cudaMemcpyAsync(ids, host, count * 4, cudaMemcpyHostToDevice, stream_));
@@ -495,7 +577,8 @@ private:
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::unordered_map<const void*, DeviceBuffer> expert_tables_;
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
-        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_;
+        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_hi_,
+        group_lo_;
 };
 
 }  // namespace

@@ -62,6 +62,16 @@ bool expert_swiglu(const void* const* gates, const void* const* ups, WeightType 
                    const int32_t* expert_of, const float* x, int64_t slots_per_input, int64_t slots, float* out,
                    cudaStream_t stream);
 
+// --- long prompts: f32 activations as bf16 pairs for tensor-core products ------------------------
+// Row r of x [.., cols] (row row_of[r], or r without row_of) split into hi + lo, both bf16 [rows, cols].
+void split_rows_bf16(const float* x, int64_t cols, const int32_t* row_of, int64_t rows, uint16_t* hi, uint16_t* lo,
+                     cudaStream_t stream);
+// max(x, 0)², split.
+void relu2_split_bf16(const float* x, int64_t count, uint16_t* hi, uint16_t* lo, cudaStream_t stream);
+// silu(gate) · up, split.
+void silu_mul_split_bf16(const float* gate, const float* up, int64_t count, uint16_t* hi, uint16_t* lo,
+                         cudaStream_t stream);
+
 // --- sequence mixers -------------------------------------------------------------------------
 // taps, bias: device. Semantics of Backend::causal_conv1d_silu.
 void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
@@ -80,9 +90,10 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64
                         int32_t* chosen, float* weights, cudaStream_t stream);
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream);
-// out[t] = Σ_j weights[t·k + j] · expert_out[t·k + j] over width, plus shared[t] when given, scaled
-// by sigmoid(shared_gate[t]) when that is given too.
+// out[t] = Σ_j weights[t·k + j] · expert_out[row(t·k + j)] over width, plus shared[t] when given,
+// scaled by sigmoid(shared_gate[t]) when that is given too; row(s) = row_of_slot[s], or s without it.
 void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,
-                     const float* shared, const float* shared_gate, float* out, cudaStream_t stream);
+                     const float* shared, const float* shared_gate, const int32_t* row_of_slot, float* out,
+                     cudaStream_t stream);
 
 }  // namespace duet::cuda

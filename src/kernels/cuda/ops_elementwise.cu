@@ -68,12 +68,17 @@ __global__ void widen_kernel(const void* w, WeightType type, int64_t count, floa
 }
 
 __global__ void combine_experts_kernel(const float* expert_out, const float* weights, int64_t n, int64_t k,
-                                       int64_t width, const float* shared, const float* shared_gate, float* out) {
+                                       int64_t width, const float* shared, const float* shared_gate,
+                                       const int32_t* row_of_slot, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * width) return;
     const int64_t t = i / width, c = i % width;
     float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) sum += weights[t * k + j] * expert_out[(t * k + j) * width + c];
+    for (int64_t j = 0; j < k; ++j) {
+        const int64_t slot = t * k + j;
+        const int64_t row = row_of_slot != nullptr ? row_of_slot[slot] : slot;
+        sum += weights[slot] * expert_out[row * width + c];
+    }
     if (shared != nullptr) sum += shared_gate != nullptr ? sigmoid(shared_gate[t]) * shared[i] : shared[i];
     out[i] = sum;
 }
@@ -141,10 +146,11 @@ void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cud
 }
 
 void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,
-                     const float* shared, const float* shared_gate, float* out, cudaStream_t stream) {
+                     const float* shared, const float* shared_gate, const int32_t* row_of_slot, float* out,
+                     cudaStream_t stream) {
     if (n * width == 0) return;
     combine_experts_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(expert_out, weights, n, k, width, shared,
-                                                                            shared_gate, out);
+                                                                            shared_gate, row_of_slot, out);
     DUET_CUDA_CHECK_LAUNCH("combine_experts_kernel");
 }
 
