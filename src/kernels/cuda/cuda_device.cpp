@@ -2,6 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/cuda_check.h"
 
 namespace duet::cuda {
@@ -61,6 +64,23 @@ DeviceInfo device_info(int index) {
             2.0 * double(memory_clock_khz) * 1e3 * (double(bus_width_bits) / 8.0) / 1e9;
     }
     return info;
+}
+
+}  // namespace duet::cuda
+
+namespace duet::cuda {
+
+bool early_launch_available() {
+    // DUET_CUDA_EARLY_LAUNCH=0 turns it off, to measure what it brings.
+    static const bool available = [] {
+        const char* setting = std::getenv("DUET_CUDA_EARLY_LAUNCH");
+        if (setting != nullptr && std::string(setting) == "0") return false;
+        int device = 0, major = 0;
+        if (cudaGetDevice(&device) != cudaSuccess) return false;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+        return major >= 9;
+    }();
+    return available;
 }
 
 }  // namespace duet::cuda

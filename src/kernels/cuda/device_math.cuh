@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/early_launch.cuh"
+
 namespace duet::cuda {
 
 constexpr int kWarpSize = 32;
@@ -48,23 +50,33 @@ __device__ __forceinline__ float dot8(uint4 w, float4 x_lo, float4 x_hi, float a
 // One warp's dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with f32 x: each
 // lane keeps four 16-byte weight loads in flight (the memory-bound decode's whole game); weights
 // are streamed once, so they are loaded evict-first and x stays cached. Every lane gets the sum.
+// With kWaitAfterFirstLoads the first weights are requested before wait_for_inputs() (x comes from
+// the previous kernel; the weights do not), for kernels launched early.
+template <bool kWaitAfterFirstLoads = false>
 __device__ __forceinline__ float warp_row_dot_bf16x8(const uint4* __restrict__ w_row, const float4* __restrict__ x,
                                                      int64_t chunks) {
     constexpr int kLoadsInFlight = 4;
     const int lane = threadIdx.x % kWarpSize;
     float acc[kLoadsInFlight] = {};
+    uint4 wv[kLoadsInFlight];
     int64_t c = lane;
-    for (; c + (kLoadsInFlight - 1) * kWarpSize < chunks; c += kLoadsInFlight * kWarpSize) {
-        uint4 wv[kLoadsInFlight];
 #pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) wv[u] = __ldcs(w_row + c + u * kWarpSize);
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+        if (c + u * kWarpSize < chunks) wv[u] = __ldcs(w_row + c + u * kWarpSize);
+    }
+    if (kWaitAfterFirstLoads) wait_for_inputs();
+    while (c < chunks) {
 #pragma unroll
         for (int u = 0; u < kLoadsInFlight; ++u) {
             const int64_t k = c + u * kWarpSize;
-            acc[u] = dot8(wv[u], __ldg(x + 2 * k), __ldg(x + 2 * k + 1), acc[u]);
+            if (k < chunks) acc[u] = dot8(wv[u], __ldg(x + 2 * k), __ldg(x + 2 * k + 1), acc[u]);
+        }
+        c += kLoadsInFlight * kWarpSize;
+#pragma unroll
+        for (int u = 0; u < kLoadsInFlight; ++u) {
+            if (c + u * kWarpSize < chunks) wv[u] = __ldcs(w_row + c + u * kWarpSize);
         }
     }
-    for (; c < chunks; c += kWarpSize) acc[0] = dot8(__ldcs(w_row + c), __ldg(x + 2 * c), __ldg(x + 2 * c + 1), acc[0]);
     float sum = 0.0f;
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) sum += acc[u];

@@ -30,7 +30,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
     // The whole warp leaves together, so the shuffles inside see all 32 lanes.
     if (row >= rows) return;
-    const float sum = warp_row_dot_bf16x8(w + row * chunks, x, chunks);
+    const float sum = warp_row_dot_bf16x8<true>(w + row * chunks, x, chunks);
+    allow_next_kernel();
     if (threadIdx.x % kWarpSize == 0) y[row] = sum;
 }
 
@@ -70,10 +71,8 @@ void matvec_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int6
     const dim3 block(kThreadsPerBlock);
 
     if (cols % 8 == 0 && is_aligned_16(w) && is_aligned_16(x)) {
-        matvec_bf16_vec8_kernel<<<grid, block, 0, stream>>>(
-            reinterpret_cast<const uint4*>(w), reinterpret_cast<const float4*>(x), y, rows,
-            cols / 8);
-        DUET_CUDA_CHECK_LAUNCH("matvec_bf16_vec8_kernel");
+        launch_early(matvec_bf16_vec8_kernel, grid, block, 0, stream, "matvec_bf16_vec8_kernel",
+                     reinterpret_cast<const uint4*>(w), reinterpret_cast<const float4*>(x), y, rows, cols / 8);
     } else {
         matvec_bf16_scalar_kernel<<<grid, block, 0, stream>>>(w, x, y, rows, cols);
         DUET_CUDA_CHECK_LAUNCH("matvec_bf16_scalar_kernel");

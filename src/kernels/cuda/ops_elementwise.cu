@@ -17,11 +17,13 @@ __device__ __forceinline__ float load_weight(const void* w, WeightType type, int
 }
 
 __global__ void add_kernel(float* acc, const float* x, int64_t count) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < count) acc[i] += x[i];
 }
 
 __global__ void relu2_kernel(float* x, int64_t count) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < count) {
         const float r = x[i] > 0.0f ? x[i] : 0.0f;
@@ -35,12 +37,14 @@ __global__ void scale_kernel(float* x, float factor, int64_t count) {
 }
 
 __global__ void silu_mul_kernel(float* gate, const float* up, int64_t count) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < count) gate[i] = silu(gate[i]) * up[i];
 }
 
 __global__ void gather_embeddings_kernel(const void* table, WeightType type, int64_t cols, EmbeddingGather g,
                                          const float* row_scale, int64_t n, float* out) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * cols) return;
     const int64_t t = i / cols, c = i % cols;
@@ -54,6 +58,7 @@ __global__ void gather_embeddings_kernel(const void* table, WeightType type, int
 
 __global__ void store_rows_kernel(float* table, int64_t width, int64_t first, const int32_t* first_at,
                                   const float* rows, int64_t count) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= count) return;
     const int64_t row0 = first_at != nullptr ? *first_at : first;
@@ -70,6 +75,7 @@ __global__ void widen_kernel(const void* w, WeightType type, int64_t count, floa
 __global__ void combine_experts_kernel(const float* expert_out, const float* weights, int64_t n, int64_t k,
                                        int64_t width, const float* shared, const float* shared_gate,
                                        const int32_t* row_of_slot, float* out) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * width) return;
     const int64_t t = i / width, c = i % width;
@@ -87,14 +93,12 @@ __global__ void combine_experts_kernel(const float* expert_out, const float* wei
 
 void add(float* acc, const float* x, int64_t count, cudaStream_t stream) {
     if (count == 0) return;
-    add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(acc, x, count);
-    DUET_CUDA_CHECK_LAUNCH("add_kernel");
+    launch_early(add_kernel, dim3(blocks_for(count)), dim3(kThreads), 0, stream, "add_kernel", acc, x, count);
 }
 
 void relu2(float* x, int64_t count, cudaStream_t stream) {
     if (count == 0) return;
-    relu2_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count);
-    DUET_CUDA_CHECK_LAUNCH("relu2_kernel");
+    launch_early(relu2_kernel, dim3(blocks_for(count)), dim3(kThreads), 0, stream, "relu2_kernel", x, count);
 }
 
 void scale(float* x, float factor, int64_t count, cudaStream_t stream) {
@@ -105,8 +109,8 @@ void scale(float* x, float factor, int64_t count, cudaStream_t stream) {
 
 void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream) {
     if (count == 0) return;
-    silu_mul_kernel<<<blocks_for(count), kThreads, 0, stream>>>(gate, up, count);
-    DUET_CUDA_CHECK_LAUNCH("silu_mul_kernel");
+    launch_early(silu_mul_kernel, dim3(blocks_for(count)), dim3(kThreads), 0, stream, "silu_mul_kernel", gate, up,
+                 count);
 }
 
 void sum_embeddings(const void* table, WeightType type, int64_t cols, const int32_t* ids, int64_t per_row,
@@ -121,17 +125,15 @@ void sum_embeddings(const void* table, WeightType type, int64_t cols, const int3
 void gather_embeddings(const void* table, WeightType type, int64_t cols, const EmbeddingGather& gather,
                        const float* row_scale, int64_t n, float* out, cudaStream_t stream) {
     if (n * cols == 0) return;
-    gather_embeddings_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(table, type, cols, gather, row_scale, n,
-                                                                             out);
-    DUET_CUDA_CHECK_LAUNCH("gather_embeddings_kernel");
+    launch_early(gather_embeddings_kernel, dim3(blocks_for(n * cols)), dim3(kThreads), 0, stream,
+                 "gather_embeddings_kernel", table, type, cols, gather, row_scale, n, out);
 }
 
 void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows, int64_t n,
                 cudaStream_t stream) {
     if (n * width == 0) return;
-    store_rows_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(table, width, first, first_at, rows,
-                                                                       n * width);
-    DUET_CUDA_CHECK_LAUNCH("store_rows_kernel");
+    launch_early(store_rows_kernel, dim3(blocks_for(n * width)), dim3(kThreads), 0, stream, "store_rows_kernel", table,
+                 width, first, first_at, rows, n * width);
 }
 
 void add_to_int(int32_t* x, int32_t by, cudaStream_t stream) {
@@ -149,9 +151,8 @@ void combine_experts(const float* expert_out, const float* weights, int64_t n, i
                      const float* shared, const float* shared_gate, const int32_t* row_of_slot, float* out,
                      cudaStream_t stream) {
     if (n * width == 0) return;
-    combine_experts_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(expert_out, weights, n, k, width, shared,
-                                                                            shared_gate, row_of_slot, out);
-    DUET_CUDA_CHECK_LAUNCH("combine_experts_kernel");
+    launch_early(combine_experts_kernel, dim3(blocks_for(n * width)), dim3(kThreads), 0, stream,
+                 "combine_experts_kernel", expert_out, weights, n, k, width, shared, shared_gate, row_of_slot, out);
 }
 
 }  // namespace duet::cuda

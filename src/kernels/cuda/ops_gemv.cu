@@ -58,6 +58,7 @@ __global__ void expert_gemv_bf16x8_kernel(const void* const* __restrict__ expert
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
     const int64_t slot = blockIdx.y;
     if (row >= rows) return;
+    wait_for_inputs();  // the expert is chosen by the kernel before
     const int expert = expert_of != nullptr ? expert_of[slot] : 0;
     const uint4* w = static_cast<const uint4*>(experts[expert]) + row * chunks;
     const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
@@ -78,6 +79,7 @@ __global__ void expert_swiglu_bf16x8_kernel(const void* const* __restrict__ gate
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
     const int64_t slot = blockIdx.y;
     if (row >= rows) return;
+    wait_for_inputs();
     const int expert = expert_of != nullptr ? expert_of[slot] : 0;
     const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
     const float g = warp_row_dot_bf16x8(static_cast<const uint4*>(gates[expert]) + row * chunks, xs, chunks);
@@ -133,14 +135,9 @@ void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int6
     require(slots <= 65535, "expert_gemv: ", slots, " token-expert pairs exceed one launch's 65535");
     const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
     if (vector_path(type, cols, x)) {
-        if (relu2_out) {
-            expert_gemv_bf16x8_kernel<true><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
-                experts, rows, cols / 8, expert_of, x, slots_per_input, out);
-        } else {
-            expert_gemv_bf16x8_kernel<false><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
-                experts, rows, cols / 8, expert_of, x, slots_per_input, out);
-        }
-        DUET_CUDA_CHECK_LAUNCH("expert_gemv_bf16x8_kernel");
+        launch_early(relu2_out ? expert_gemv_bf16x8_kernel<true> : expert_gemv_bf16x8_kernel<false>, grid,
+                     dim3(kWarpsPerBlock * kWarpSize), 0, stream, "expert_gemv_bf16x8_kernel", experts, rows, cols / 8,
+                     expert_of, x, slots_per_input, out);
         return;
     }
     if (type == WeightType::BF16) {
@@ -160,9 +157,8 @@ bool expert_swiglu(const void* const* gates, const void* const* ups, WeightType 
     if (!vector_path(type, cols, x) || slots > 65535) return false;
     if (slots == 0 || rows == 0) return true;
     const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
-    expert_swiglu_bf16x8_kernel<<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(gates, ups, rows, cols / 8,
-                                                                                 expert_of, x, slots_per_input, out);
-    DUET_CUDA_CHECK_LAUNCH("expert_swiglu_bf16x8_kernel");
+    launch_early(expert_swiglu_bf16x8_kernel, grid, dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+                 "expert_swiglu_bf16x8_kernel", gates, ups, rows, cols / 8, expert_of, x, slots_per_input, out);
     return true;
 }
 

@@ -11,6 +11,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void rmsnorm_kernel(const float* x, const float* weight, int64_t dim, float eps, float* out) {
+    wait_for_inputs();
     __shared__ float shared[32];
     const float* row = x + int64_t(blockIdx.x) * dim;
     float sum = 0.0f;
@@ -90,8 +91,8 @@ __global__ void sigmoid_gate_heads_kernel(float* y, const float* gate, int64_t g
 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out, cudaStream_t stream) {
     if (n == 0) return;
-    rmsnorm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, dim, eps, out);
-    DUET_CUDA_CHECK_LAUNCH("rmsnorm_kernel");
+    launch_early(rmsnorm_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream, "rmsnorm_kernel", x, weight,
+                 dim, eps, out);
 }
 
 void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
