@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/counter_random.h"
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "models/tensor_set.h"
@@ -33,9 +34,9 @@ public:
     }
 
 private:
-    static uint64_t mix(uint64_t x);
+    static uint64_t mix(uint64_t x) { return counter_random::mix(x); }
     // Uniform in [0, 1).
-    static float unit(uint64_t key) { return static_cast<float>(mix(key) >> 40) * (1.0f / 16777216.0f); }
+    static float unit(uint64_t key) { return counter_random::unit(key); }
     // Each tensor draws from its own stretch of the counter space.
     uint64_t next_key() { return mix(seed_ ^ mix(++tensor_index_)) & ~0xFFFFFFFFFFull; }
 
