@@ -9,6 +9,7 @@
 #include "kernels/cpu/simd_level.h"
 
 #ifdef DUET_HAVE_CUDA
+#include "backend/cuda/cuda_tensor_storage.h"
 #include "kernels/cuda/bandwidth.h"
 #endif
 
@@ -28,7 +29,22 @@ bool random_weights_flag(const Args& args) {
     return random;
 }
 
-void require_fits_in_memory(double bytes, const std::string& what) {
+std::shared_ptr<DeviceTensorStorage> random_weight_storage(const Runtime& rt) {
+#ifdef DUET_HAVE_CUDA
+    if (rt.backend->name() == "cuda") return make_cuda_tensor_storage();
+#endif
+    (void)rt;
+    return nullptr;
+}
+
+void require_fits_in_memory(double bytes, const std::string& what, const DeviceTensorStorage* device) {
+    if (device != nullptr) {
+        // Every weight ends up in device memory: the large ones are made there, the backend copies the rest.
+        const double free = static_cast<double>(device->free_bytes());
+        require(bytes < 0.9 * free, what, " needs ", bytes / 1e9, " GB of weights; the ", device->name(),
+                " device has ", free / 1e9, " GB free");
+        return;
+    }
     const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
     require(bytes < 0.9 * have, what, " needs ", bytes / 1e9, " GB of weights; this machine has ", have / 1e9,
             " GB of memory");

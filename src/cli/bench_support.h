@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/json.h"
 #include "cli/commands.h"
+#include "models/device_tensor_storage.h"
 
 namespace duet::cli {
 
@@ -22,8 +24,13 @@ double median(std::vector<double> v);
 // Returns true for random weights.
 bool random_weights_flag(const Args& args);
 
-// Throws when `bytes` of random weights would not fit this machine's memory.
-void require_fits_in_memory(double bytes, const std::string& what);
+// Where random weights' large tensors are made: in the GPU's memory, by the GPU, with --device cuda;
+// null (host memory) otherwise.
+std::shared_ptr<DeviceTensorStorage> random_weight_storage(const Runtime& rt);
+
+// Throws when `bytes` of random weights would not fit: the device's free memory when they are made
+// there (`device`), else this machine's memory.
+void require_fits_in_memory(double bytes, const std::string& what, const DeviceTensorStorage* device = nullptr);
 
 // Adds the machine's measured memory read/copy bandwidth and the decode figures relative to it:
 // `decode_gbs` is the bytes one step reads divided by its time.

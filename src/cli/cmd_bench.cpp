@@ -29,14 +29,17 @@ int run_bench(const Argv& argv) {
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
     Runtime rt(args);
 
-    std::string source;
+    std::string source, made_on;
     auto load_start = Clock::now();
     std::unique_ptr<CausalLM> model;
     if (random) {
         const std::string preset = args.text("--preset");
-        require_fits_in_memory(static_cast<double>(random_causal_lm_bytes(arch, preset)), "preset " + preset);
+        std::shared_ptr<DeviceTensorStorage> device = random_weight_storage(rt);
+        require_fits_in_memory(static_cast<double>(random_causal_lm_bytes(arch, preset)), "preset " + preset,
+                               device.get());
         const auto seed = static_cast<uint64_t>(args.integer_or("--seed", 1, 0, INT64_MAX));
-        model = random_causal_lm(arch, preset, seed, &rt.pool);
+        made_on = device != nullptr ? std::string(device->name()) : "host";
+        model = random_causal_lm(arch, preset, seed, &rt.pool, std::move(device));
         source = "random:" + preset;
     } else {
         source = args.text("--model");
@@ -94,6 +97,7 @@ int run_bench(const Argv& argv) {
     out.set("weights", json::Value(source));
     out.set("weight_bytes", json::Value(static_cast<int64_t>(model->tensor_bytes())));
     out.set("load_s", json::Value(load_s));
+    if (random) out.set("weights_made_on", json::Value(made_on));
     add_runtime_figures(out, rt);
     out.set("prompt_tokens", json::Value(prompt_len));
     out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));

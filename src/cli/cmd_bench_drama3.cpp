@@ -19,14 +19,18 @@ int bench_drama3(const Args& args) {
     Runtime rt(args);
 
     const auto load_start = Clock::now();
-    std::string source;
+    std::string source, made_on;
     std::optional<drama3::Model> loaded;
     if (random) {
         const std::string preset = args.text("--preset");
         const drama3::Config config = drama3::preset_config(preset);
-        require_fits_in_memory(static_cast<double>(drama3::random_weight_bytes(config)), "preset " + preset);
+        std::shared_ptr<DeviceTensorStorage> device = random_weight_storage(rt);
+        require_fits_in_memory(static_cast<double>(drama3::random_weight_bytes(config)), "preset " + preset,
+                               device.get());
         const auto seed = static_cast<uint64_t>(args.integer_or("--seed", 1, 0, INT64_MAX));
-        loaded.emplace(drama3::Model::from_tensors(config, drama3::make_random_weights(config, seed, &rt.pool)));
+        made_on = device != nullptr ? std::string(device->name()) : "host";
+        loaded.emplace(drama3::Model::from_tensors(
+            config, drama3::make_random_weights(config, seed, &rt.pool, std::move(device))));
         source = "random:" + preset;
     } else {
         source = args.text("--model");
@@ -75,6 +79,7 @@ int bench_drama3(const Args& args) {
     out.set("weights", json::Value(source));
     out.set("weight_bytes", json::Value(static_cast<int64_t>(model.tensor_bytes())));
     out.set("load_s", json::Value(load_s));
+    if (random) out.set("weights_made_on", json::Value(made_on));
     add_runtime_figures(out, rt);
     out.set("prompt_rows", json::Value(prompt_rows));
     out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));

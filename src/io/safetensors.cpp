@@ -317,7 +317,16 @@ size_t Checkpoint::total_bytes() const {
     return total;
 }
 
+namespace {
+
+void require_host_bytes(const TensorEntry& tensor) {
+    require(!tensor.on_device, "tensor '", tensor.name, "' is in device memory; the host cannot read it");
+}
+
+}  // namespace
+
 std::vector<int32_t> read_i32(const TensorEntry& tensor) {
+    require_host_bytes(tensor);
     require(tensor.dtype == DType::I32 || tensor.dtype == DType::I64, "tensor '", tensor.name, "' in ", tensor.file,
             " has dtype ", dtype_name(tensor.dtype), ", expected I32 or I64");
     const size_t n = static_cast<size_t>(tensor.numel()), element = dtype_size(tensor.dtype);
@@ -341,6 +350,7 @@ std::vector<int32_t> read_i32(const TensorEntry& tensor) {
 }
 
 std::vector<float> read_f32(const TensorEntry& tensor) {
+    require_host_bytes(tensor);
     require(dtype_is_float(tensor.dtype), "tensor '", tensor.name, "' has dtype ", dtype_name(tensor.dtype),
             ", expected a floating-point type");
     int64_t numel = tensor.numel();

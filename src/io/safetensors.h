@@ -25,6 +25,8 @@ struct TensorEntry {
     const uint8_t* data = nullptr;  // inside the mapped file; not necessarily aligned
     size_t nbytes = 0;
     std::string file;  // the safetensors file that holds it
+    // The bytes are in a device's memory (a TensorSet's device storage): the host cannot read them.
+    bool on_device = false;
 
     int64_t numel() const;
 };

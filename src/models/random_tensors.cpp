@@ -4,19 +4,21 @@
 
 namespace duet {
 
-uint64_t RandomTensorWriter::mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 void RandomTensorWriter::uniform(const std::string& name, std::vector<int64_t> shape, float lo, float hi) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    DeviceTensorStorage* device = set_.device_storage();
+    if (device != nullptr && n >= device->min_elements()) {
+        uint8_t* out = set_.add_on_device(name, DType::BF16, std::move(shape));
+        device->fill_uniform_bf16(out, n, next_key(), lo, hi);
+        return;
+    }
     auto* out = reinterpret_cast<uint16_t*>(set_.add(name, DType::BF16, std::move(shape)));
     const uint64_t key = next_key();
-    const int64_t n = set_.find(name)->numel();
     parallel_for(pool_, n, 1 << 16, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = f32_to_bf16(lo + (hi - lo) * unit(key + static_cast<uint64_t>(i)));
+        for (int64_t i = begin; i < end; ++i) {
+            out[i] = counter_random::uniform_bf16(key, static_cast<uint64_t>(i), lo, hi);
+        }
     });
 }
 

@@ -72,16 +72,16 @@ size_t random_causal_lm_bytes(const std::string& arch, const std::string& preset
 }
 
 std::unique_ptr<CausalLM> random_causal_lm(const std::string& arch, const std::string& preset, uint64_t seed,
-                                           ThreadPool* pool) {
+                                           ThreadPool* pool, std::shared_ptr<DeviceTensorStorage> device) {
     if (arch == "nemotron_h") {
         const nemotron_h::Config config = nemotron_h::preset_config(preset);
-        return std::make_unique<nemotron_h::Model>(
-            nemotron_h::Model::from_tensors(config, nemotron_h::make_random_weights(config, seed, pool)));
+        return std::make_unique<nemotron_h::Model>(nemotron_h::Model::from_tensors(
+            config, nemotron_h::make_random_weights(config, seed, pool, true, std::move(device))));
     }
     if (arch == "qwen35_moe") {
         const qwen35_moe::Config config = qwen35_moe::preset_config(preset);
-        return std::make_unique<qwen35_moe::Model>(
-            qwen35_moe::Model::from_tensors(config, qwen35_moe::make_random_weights(config, seed, pool)));
+        return std::make_unique<qwen35_moe::Model>(qwen35_moe::Model::from_tensors(
+            config, qwen35_moe::make_random_weights(config, seed, pool, std::move(device))));
     }
     fail_unknown_architecture(arch);
 }

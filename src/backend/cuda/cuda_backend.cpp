@@ -52,7 +52,18 @@ struct DeviceWeight {
     DeviceBuffer buffer;
     size_t bytes = 0;
     std::array<uint8_t, 32> head{};
+    bool in_place = false;  // already in device memory (weights made on the GPU): used as they are
 };
+
+// Whether `p` points into device memory (cudaMalloc'd), where the host must not read.
+bool is_device_memory(const void* p) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+        cudaGetLastError();  // a pointer the runtime does not know: host memory; clear the error
+        return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice;
+}
 
 // Freed activation blocks, kept by size for the next allocation of that size: a decode step
 // allocates the same scratch every time, and cudaMalloc / cudaFree would synchronise the device.
@@ -440,9 +451,15 @@ public:
     }
 
 private:
-    // The device copy of `bytes` of host weights at `host`, made on first use.
+    // The device copy of `bytes` of host weights at `host`, made on first use. Weights already in
+    // device memory are used in place, neither copied nor read from the host.
     const void* device_weight(const void* host, size_t bytes) {
         DeviceWeight& w = weights_[host];
+        if (w.in_place) return host;
+        if (w.buffer.data() == nullptr && is_device_memory(host)) {
+            w.in_place = true;
+            return host;
+        }
         std::array<uint8_t, 32> head{};
         std::memcpy(head.data(), host, std::min(bytes, head.size()));
         if (w.buffer.data() == nullptr || w.bytes != bytes || w.head != head) {

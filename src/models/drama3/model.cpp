@@ -21,14 +21,14 @@ Model Model::load(const std::string& dir) {
 Model Model::from_tensors(const Config& config, std::shared_ptr<const TensorSet> tensors) {
     const TensorSet* set = tensors.get();
     return bind(config, [set](std::string_view name) { return set->find(name); }, "random weights",
-                set->all().size(), set->total_bytes(), tensors);
+                set->all().size(), set->total_bytes(), tensors, set->device_storage());
 }
 
 Model Model::bind(const Config& config, const TensorLookup& lookup, const std::string& source, size_t count,
-                  size_t bytes, std::shared_ptr<const void> keep_alive) {
+                  size_t bytes, std::shared_ptr<const void> keep_alive, DeviceTensorStorage* device) {
     qwen35_moe::Model backbone = qwen35_moe::Model::bind(config.backbone, lookup, source, count, bytes, keep_alive);
     WeightBinder binder(lookup, source);
-    Weights weights = bind_weights(config, binder, backbone.weights().lm_head);
+    Weights weights = bind_weights(config, binder, backbone.weights().lm_head, device);
     weights.storage.push_back(std::move(keep_alive));
     return Model(config, std::move(backbone), std::move(weights));
 }

@@ -68,8 +68,9 @@ public:
 private:
     Model(Config config, qwen35_moe::Model backbone, Weights weights)
         : config_(std::move(config)), backbone_(std::move(backbone)), weights_(std::move(weights)) {}
+    // `device`: the device storage the tensors may be in (random weights made on a device), or null.
     static Model bind(const Config& config, const TensorLookup& lookup, const std::string& source, size_t count,
-                      size_t bytes, std::shared_ptr<const void> keep_alive);
+                      size_t bytes, std::shared_ptr<const void> keep_alive, DeviceTensorStorage* device = nullptr);
 
     struct TowerScratch;
     // What an audio row's summed embeddings are multiplied by.

@@ -6,8 +6,9 @@
 
 namespace duet::drama3 {
 
-std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool) {
-    std::shared_ptr<TensorSet> set = qwen35_moe::make_random_weights(c.backbone, seed, pool);
+std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool,
+                                               std::shared_ptr<DeviceTensorStorage> device) {
+    std::shared_ptr<TensorSet> set = qwen35_moe::make_random_weights(c.backbone, seed, pool, std::move(device));
     RandomTensorWriter g(*set, seed ^ 0xD4A3A3ull, pool);
     const TowerConfig& t = c.tower;
     g.uniform("audio_decoder.codebook_embeddings.weight", {t.num_codebooks * t.codebook_size, t.dim}, -1.0f, 1.0f);

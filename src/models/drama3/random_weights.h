@@ -11,7 +11,9 @@
 
 namespace duet::drama3 {
 
-std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool);
+// With `device`, the large tensors are made in its memory (see RandomTensorWriter).
+std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool,
+                                               std::shared_ptr<DeviceTensorStorage> device = nullptr);
 // The bytes those weights take.
 size_t random_weight_bytes(const Config& config);
 

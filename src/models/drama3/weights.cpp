@@ -8,31 +8,59 @@ namespace duet::drama3 {
 
 namespace {
 
+// Copies of pieces of weights, made where the weights are: in host memory, or in the device's when
+// they are in a device storage's memory.
+class Copier {
+public:
+    Copier(DeviceTensorStorage* device, std::vector<std::shared_ptr<const void>>& storage)
+        : device_(device), storage_(storage) {}
+
+    // `bytes` of new storage in the same memory as `like`, kept alive by the weights.
+    uint8_t* allocate_like(const void* like, size_t bytes) {
+        if (on_device(like)) {
+            std::shared_ptr<void> block = device_->allocate(bytes);
+            storage_.push_back(block);
+            return static_cast<uint8_t*>(block.get());
+        }
+        auto block = std::make_shared<std::vector<uint8_t>>(bytes);
+        storage_.push_back(block);
+        return block->data();
+    }
+    // `rows` pieces of `row_bytes` from rows `src_pitch` bytes apart to rows `dst_pitch` bytes apart.
+    void copy(uint8_t* dst, size_t dst_pitch, const uint8_t* src, size_t src_pitch, size_t row_bytes, size_t rows) {
+        if (on_device(src)) {
+            device_->copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+            return;
+        }
+        for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_pitch, src + r * src_pitch, row_bytes);
+    }
+
+private:
+    bool on_device(const void* p) const { return device_ != nullptr && device_->holds(p); }
+
+    DeviceTensorStorage* device_;
+    std::vector<std::shared_ptr<const void>>& storage_;
+};
+
 // Rows [first, first + count) and row `extra` of `m`, copied into new storage of the same dtype.
-MatrixView copy_rows(const MatrixView& m, int64_t first, int64_t count, int64_t extra,
-                     std::vector<std::shared_ptr<const void>>& storage) {
+MatrixView copy_rows(const MatrixView& m, int64_t first, int64_t count, int64_t extra, Copier& copier) {
     const size_t row_bytes = static_cast<size_t>(m.cols) * dtype_size(m.dtype);
-    auto bytes = std::make_shared<std::vector<uint8_t>>(row_bytes * static_cast<size_t>(count + 1));
+    const size_t block = static_cast<size_t>(count) * row_bytes;
+    uint8_t* bytes = copier.allocate_like(m.data, block + row_bytes);
     const auto* src = static_cast<const uint8_t*>(m.data);
-    std::memcpy(bytes->data(), src + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(count) * row_bytes);
-    std::memcpy(bytes->data() + static_cast<size_t>(count) * row_bytes, src + static_cast<size_t>(extra) * row_bytes,
-                row_bytes);
-    storage.push_back(bytes);
-    return {m.dtype, count + 1, m.cols, bytes->data()};
+    copier.copy(bytes, block, src + static_cast<size_t>(first) * row_bytes, block, block, 1);
+    copier.copy(bytes + block, row_bytes, src + static_cast<size_t>(extra) * row_bytes, row_bytes, row_bytes, 1);
+    return {m.dtype, count + 1, m.cols, bytes};
 }
 
 // Columns [first, first + count) of `m` as a matrix of their own.
-MatrixView copy_columns(const MatrixView& m, int64_t first, int64_t count,
-                        std::vector<std::shared_ptr<const void>>& storage) {
+MatrixView copy_columns(const MatrixView& m, int64_t first, int64_t count, Copier& copier) {
     const size_t element = dtype_size(m.dtype);
-    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(m.rows * count) * element);
-    const auto* src = static_cast<const uint8_t*>(m.data);
-    for (int64_t r = 0; r < m.rows; ++r) {
-        std::memcpy(bytes->data() + static_cast<size_t>(r * count) * element,
-                    src + static_cast<size_t>(r * m.cols + first) * element, static_cast<size_t>(count) * element);
-    }
-    storage.push_back(bytes);
-    return {m.dtype, m.rows, count, bytes->data()};
+    const size_t row_bytes = static_cast<size_t>(count) * element;
+    uint8_t* bytes = copier.allocate_like(m.data, static_cast<size_t>(m.rows) * row_bytes);
+    const auto* src = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(first) * element;
+    copier.copy(bytes, row_bytes, src, static_cast<size_t>(m.cols) * element, row_bytes, static_cast<size_t>(m.rows));
+    return {m.dtype, m.rows, count, bytes};
 }
 
 }  // namespace
@@ -42,7 +70,7 @@ std::string tower_layer_prefix(const TowerConfig& tower, int64_t t) {
                                    : str_cat("audio_decoder_mtp.layers.", t - tower.shared_layers, ".");
 }
 
-Weights bind_weights(const Config& c, WeightBinder& b, const MatrixView& lm_head) {
+Weights bind_weights(const Config& c, WeightBinder& b, const MatrixView& lm_head, DeviceTensorStorage* device) {
     const TowerConfig& t = c.tower;
     Weights w;
     w.code_embeddings =
@@ -72,11 +100,12 @@ Weights bind_weights(const Config& c, WeightBinder& b, const MatrixView& lm_head
     }
     b.finish();
     w.storage = b.take_storage();
+    Copier copier(device, w.storage);
     for (size_t i = 0; i < eh_proj.size(); ++i) {
-        w.tower[i].eh_embedding = copy_columns(eh_proj[i], 0, t.dim, w.storage);
-        w.tower[i].eh_hidden = copy_columns(eh_proj[i], t.dim, t.dim, w.storage);
+        w.tower[i].eh_embedding = copy_columns(eh_proj[i], 0, t.dim, copier);
+        w.tower[i].eh_hidden = copy_columns(eh_proj[i], t.dim, t.dim, copier);
     }
-    w.candidate_head = copy_rows(lm_head, c.semantic_start, c.semantic_count(), c.eos, w.storage);
+    w.candidate_head = copy_rows(lm_head, c.semantic_start, c.semantic_count(), c.eos, copier);
     return w;
 }
 

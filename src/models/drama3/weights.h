@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/drama3/config.h"
+#include "models/device_tensor_storage.h"
 #include "models/gated_attention.h"
 #include "models/weight_binder.h"
 
@@ -34,7 +35,9 @@ struct Weights {
 std::string tower_layer_prefix(const TowerConfig& tower, int64_t t);
 
 // Binds the tower and code embeddings; builds the candidate head from `lm_head`. Throws one error
-// naming every missing or mis-shaped tensor.
-Weights bind_weights(const Config& config, WeightBinder& binder, const MatrixView& lm_head);
+// naming every missing or mis-shaped tensor. With `device` (random weights made on a device), the
+// pieces copied out of tensors in its memory are copied there too.
+Weights bind_weights(const Config& config, WeightBinder& binder, const MatrixView& lm_head,
+                     DeviceTensorStorage* device = nullptr);
 
 }  // namespace duet::drama3

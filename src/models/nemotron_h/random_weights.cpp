@@ -8,8 +8,9 @@
 
 namespace duet::nemotron_h {
 
-std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool, bool with_draft) {
-    auto set = std::make_shared<TensorSet>();
+std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool, bool with_draft,
+                                               std::shared_ptr<DeviceTensorStorage> device) {
+    auto set = std::make_shared<TensorSet>(std::move(device));
     RandomTensorWriter g(*set, seed, pool);
     auto norm = [&](const std::string& name, int64_t width) { g.uniform(name, {width}, 0.9f, 1.1f); };
 

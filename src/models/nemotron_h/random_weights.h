@@ -13,7 +13,9 @@
 namespace duet::nemotron_h {
 
 // With `with_draft` (and attention and MoE sizes in the config) the draft (MTP) module is included.
+// With `device`, the large tensors are made in its memory (see RandomTensorWriter).
 std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool,
-                                               bool with_draft = true);
+                                               bool with_draft = true,
+                                               std::shared_ptr<DeviceTensorStorage> device = nullptr);
 
 }  // namespace duet::nemotron_h

@@ -7,8 +7,9 @@
 
 namespace duet::qwen35_moe {
 
-std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool) {
-    auto set = std::make_shared<TensorSet>();
+std::shared_ptr<TensorSet> make_random_weights(const Config& c, uint64_t seed, ThreadPool* pool,
+                                               std::shared_ptr<DeviceTensorStorage> device) {
+    auto set = std::make_shared<TensorSet>(std::move(device));
     RandomTensorWriter g(*set, seed, pool);
     // Zero-centred norms scale by 1 + w, so their weights sit near 0; the GDN output norm near 1.
     auto zero_centred = [&](const std::string& name, int64_t width) { g.uniform(name, {width}, -0.1f, 0.1f); };

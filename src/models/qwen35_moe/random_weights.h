@@ -12,6 +12,8 @@
 
 namespace duet::qwen35_moe {
 
-std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool);
+// With `device`, the large tensors are made in its memory (see RandomTensorWriter).
+std::shared_ptr<TensorSet> make_random_weights(const Config& config, uint64_t seed, ThreadPool* pool,
+                                               std::shared_ptr<DeviceTensorStorage> device = nullptr);
 
 }  // namespace duet::qwen35_moe
