@@ -83,7 +83,9 @@ TEST_P(NemotronHSpeculative, EveryDraftKeptOrEveryDraftRejected) {
         EXPECT_EQ(speculative_greedy(model_, *backend_, state, prompt, 30, drafter, &stats).ids, expected);
         ASSERT_GT(stats.rounds, 0);
         EXPECT_EQ(stats.drafts_kept, wrong ? 0 : stats.rounds) << (wrong ? "rejecting" : "accepting") << " drafter";
-        if (!wrong) EXPECT_GT(stats.tokens_per_pass(), 1.8);
+        if (!wrong) {
+            EXPECT_GT(stats.tokens_per_pass(), 1.8);
+        }
     }
 }
 
