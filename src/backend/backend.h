@@ -137,6 +137,13 @@ struct EmbeddingGather {
     bool accumulate = false;
 };
 
+// What a fused product does around the product (Backend::matmul_fused).
+struct FusedProduct {
+    const float* norm_weight = nullptr;  // RMS-normalise the input with these weights first
+    float eps = 0.0f;
+    bool add = false;  // add the product to the output instead of writing it
+};
+
 // Where sampling ops find their random numbers: draw r of a call uses uniform_draw(seed, *step,
 // slot + r) (sample/philox.h), `step` in the backend's memory so recorded steps replay with the
 // current one.
@@ -176,6 +183,11 @@ public:
 
     // out[n, w.rows] = x[n, w.cols] · wᵀ
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
+    // A product with its neighbours in a layer: x RMS-normalised first (x / rms(x) · fused.norm_weight,
+    // when given) and the product added to `out` (a residual stream) when fused.add. A backend may run
+    // it as one kernel; the result equals rmsnorm, matmul and add run one after another (up to rounding).
+    virtual void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out,
+                              const FusedProduct& fused) = 0;
     // out[t] = table[ids[t]]
     virtual void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
     // Sums of embedding rows, as speech models embed a frame's codes: out[t] = (accumulate ? out[t] : 0)

@@ -47,6 +47,22 @@ public:
         cpu::matmul(w, x, n, out, pool_);
     }
 
+    void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out, const FusedProduct& f) override {
+        std::vector<float> normed;
+        if (f.norm_weight != nullptr) {
+            normed.resize(static_cast<size_t>(n * w.cols));
+            cpu::rmsnorm(x, f.norm_weight, n, w.cols, f.eps, normed.data(), pool_);
+            x = normed.data();
+        }
+        if (!f.add) {
+            cpu::matmul(w, x, n, out, pool_);
+            return;
+        }
+        std::vector<float> product(static_cast<size_t>(n * w.rows));
+        cpu::matmul(w, x, n, product.data(), pool_);
+        for (size_t i = 0; i < product.size(); ++i) out[i] += product[i];
+    }
+
     void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
         for (int64_t t = 0; t < n; ++t) {
             require(ids[t] >= 0 && ids[t] < table.rows, "token id ", ids[t], " is outside the vocabulary [0, ",

@@ -63,7 +63,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     a.out = sc.attended.data();
     b.attention(a);
     b.sigmoid_gate_heads(sc.attended.data(), query_and_gate + hd, q_row, 2 * hd, n, s.heads, hd);
-    b.matmul(w.o, sc.attended.data(), n, out);
+    b.matmul_fused(w.o, sc.attended.data(), n, out, FusedProduct{nullptr, 0.0f, true});
 }
 
 }  // namespace duet

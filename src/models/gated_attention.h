@@ -32,8 +32,9 @@ struct GatedAttentionScratch {
     Buffer query_and_gate, new_keys, new_values, queries, attended;
 };
 
-// out[n, o.rows] for the normalised input xn[n, in] at positions at.pos..at.pos+n−1. The new keys and
-// values are written into the caches' rows there ([capacity, kv_heads · head_dim] each).
+// out[n, o.rows] += attention for the normalised input xn[n, in] at positions at.pos..at.pos+n−1
+// (out is the residual stream). The new keys and values are written into the caches' rows there
+// ([capacity, kv_heads · head_dim] each).
 void gated_attention(Backend& backend, const GatedAttentionShape& shape, const GatedAttentionWeights& w,
                      const float* xn, int64_t n, const StepPosition& at, float* keys, float* values,
                      GatedAttentionScratch& scratch, float* out);

@@ -281,6 +281,32 @@ public:
         }
     }
 
+    void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out, const FusedProduct& f) override {
+        Timed timed(*this, "matmul_fused");
+        if (n == 0 || w.rows == 0) return;
+        const float* norm = f.norm_weight != nullptr ? device_vector(f.norm_weight, w.cols) : nullptr;
+        if (n == 1 && w.dtype == DType::BF16) {
+            const auto* dw = static_cast<const uint16_t*>(device_weight(w.data, matrix_bytes(w)));
+            if (cuda::matvec_bf16_fusable(dw, x, norm, w.cols)) {
+                cuda::matvec_bf16_fused(dw, x, norm, f.eps, f.add, out, w.rows, w.cols, stream_);
+                return;
+            }
+        }
+        // The unfused sequence, through scratch.
+        if (norm != nullptr) {
+            float* normed = scratch(fused_in_, static_cast<size_t>(n * w.cols));
+            cuda::rmsnorm(x, norm, n, w.cols, f.eps, normed, stream_);
+            x = normed;
+        }
+        if (!f.add) {
+            matmul(w, x, n, out);
+            return;
+        }
+        float* product = scratch(fused_out_, static_cast<size_t>(n * w.rows));
+        matmul(w, x, n, product);
+        cuda::add(out, product, n * w.rows, stream_);
+    }
+
     void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
         Timed timed(*this, "embed");
         for (int64_t t = 0; t < n; ++t) {
@@ -595,7 +621,7 @@ private:
     std::unordered_map<const void*, DeviceBuffer> expert_tables_;
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_hi_,
-        group_lo_;
+        group_lo_, fused_in_, fused_out_;
 };
 
 }  // namespace

@@ -47,40 +47,80 @@ __device__ __forceinline__ float dot8(uint4 w, float4 x_lo, float4 x_hi, float a
     return acc;
 }
 
-// One warp's dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with f32 x: each
+// What a product multiplies its weights with: x itself, or x times a norm's weights (the norm's
+// 1/rms is applied to the finished sum). load(k) gives the 8 values of 16-byte group k.
+struct PlainInput {
+    const float4* __restrict__ x;
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        lo = __ldg(x + 2 * k);
+        hi = __ldg(x + 2 * k + 1);
+    }
+};
+struct NormedInput {
+    const float4* __restrict__ x;
+    const float4* __restrict__ weight;
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        const float4 a = __ldg(x + 2 * k), b = __ldg(x + 2 * k + 1);
+        const float4 g = __ldg(weight + 2 * k), h = __ldg(weight + 2 * k + 1);
+        lo = make_float4(a.x * g.x, a.y * g.y, a.z * g.z, a.w * g.w);
+        hi = make_float4(b.x * h.x, b.y * h.y, b.z * h.z, b.w * h.w);
+    }
+};
+
+// One warp's dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with an input: each
 // lane keeps four 16-byte weight loads in flight (the memory-bound decode's whole game); weights
-// are streamed once, so they are loaded evict-first and x stays cached. Every lane gets the sum.
-// With kWaitAfterFirstLoads the first weights are requested before wait_for_inputs() (x comes from
-// the previous kernel; the weights do not), for kernels launched early.
-template <bool kWaitAfterFirstLoads = false>
+// are streamed once, so they are loaded evict-first while the input stays cached. start() requests
+// the first weights, which need nothing from earlier kernels, so a kernel launched early calls it
+// before wait_for_inputs(); finish() reads the input and returns the sum to every lane.
+class WarpRowDot {
+public:
+    __device__ __forceinline__ void start(const uint4* __restrict__ w_row, int64_t chunks) {
+        w_ = w_row;
+        chunks_ = chunks;
+        c_ = threadIdx.x % kWarpSize;
+        load_weights();
+    }
+    template <typename Input>
+    __device__ __forceinline__ float finish(const Input& input) {
+        float acc[kLoads] = {};
+        while (c_ < chunks_) {
+#pragma unroll
+            for (int u = 0; u < kLoads; ++u) {
+                const int64_t k = c_ + u * kWarpSize;
+                if (k < chunks_) {
+                    float4 lo, hi;
+                    input.load(k, lo, hi);
+                    acc[u] = dot8(wv_[u], lo, hi, acc[u]);
+                }
+            }
+            c_ += kLoads * kWarpSize;
+            load_weights();
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) sum += acc[u];
+        return warp_sum(sum);
+    }
+
+private:
+    static constexpr int kLoads = 4;
+    __device__ __forceinline__ void load_weights() {
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+            if (c_ + u * kWarpSize < chunks_) wv_[u] = __ldcs(w_ + c_ + u * kWarpSize);
+        }
+    }
+    const uint4* w_ = nullptr;
+    int64_t chunks_ = 0, c_ = 0;
+    uint4 wv_[kLoads];
+};
+
+// The plain form: one warp's row · x, for kernels that need no early start.
 __device__ __forceinline__ float warp_row_dot_bf16x8(const uint4* __restrict__ w_row, const float4* __restrict__ x,
                                                      int64_t chunks) {
-    constexpr int kLoadsInFlight = 4;
-    const int lane = threadIdx.x % kWarpSize;
-    float acc[kLoadsInFlight] = {};
-    uint4 wv[kLoadsInFlight];
-    int64_t c = lane;
-#pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-        if (c + u * kWarpSize < chunks) wv[u] = __ldcs(w_row + c + u * kWarpSize);
-    }
-    if (kWaitAfterFirstLoads) wait_for_inputs();
-    while (c < chunks) {
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int64_t k = c + u * kWarpSize;
-            if (k < chunks) acc[u] = dot8(wv[u], __ldg(x + 2 * k), __ldg(x + 2 * k + 1), acc[u]);
-        }
-        c += kLoadsInFlight * kWarpSize;
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            if (c + u * kWarpSize < chunks) wv[u] = __ldcs(w_row + c + u * kWarpSize);
-        }
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) sum += acc[u];
-    return warp_sum(sum);
+    WarpRowDot dot;
+    dot.start(w_row, chunks);
+    return dot.finish(PlainInput{x});
 }
 
 // Activations as PyTorch defines them (and the CPU kernels compute them).

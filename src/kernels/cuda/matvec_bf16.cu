@@ -23,16 +23,32 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 constexpr int kMinBlocksPerSm = 8;
 
-// Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each.
+// Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each. With a norm weight the
+// input is RMS-normalised on the fly (each block sums x² itself: x is small and cached); with
+// `add` the result is added to y (a residual stream) instead of written.
+template <bool kNorm, bool kAdd>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     matvec_bf16_vec8_kernel(const uint4* __restrict__ w, const float4* __restrict__ x,
-                            float* __restrict__ y, int64_t rows, int64_t chunks) {
+                            const float4* __restrict__ norm_weight, float eps, float* __restrict__ y,
+                            int64_t rows, int64_t chunks) {
+    __shared__ float shared[32];
     const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const bool active = row < rows;
+    WarpRowDot dot;
+    if (active) dot.start(w + row * chunks, chunks);
+    wait_for_inputs();
+    float scale = 1.0f;
+    if (kNorm) {
+        float sum_sq = 0.0f;
+        const float* xf = reinterpret_cast<const float*>(x);
+        for (int64_t i = threadIdx.x; i < chunks * 8; i += blockDim.x) sum_sq += xf[i] * xf[i];
+        scale = rsqrtf(block_sum(sum_sq, shared) / float(chunks * 8) + eps);
+    }
     // The whole warp leaves together, so the shuffles inside see all 32 lanes.
-    if (row >= rows) return;
-    const float sum = warp_row_dot_bf16x8<true>(w + row * chunks, x, chunks);
+    if (!active) return;
+    const float sum = kNorm ? dot.finish(NormedInput{x, norm_weight}) * scale : dot.finish(PlainInput{x});
     allow_next_kernel();
-    if (threadIdx.x % kWarpSize == 0) y[row] = sum;
+    if (threadIdx.x % kWarpSize == 0) y[row] = kAdd ? y[row] + sum : sum;
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
@@ -59,6 +75,16 @@ bool is_aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 =
 
 void matvec_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
                  cudaStream_t stream) {
+    matvec_bf16_fused(w, x, nullptr, 0.0f, false, y, rows, cols, stream);
+}
+
+bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_weight, int64_t cols) {
+    return cols % 8 == 0 && is_aligned_16(w) && is_aligned_16(x) &&
+           (norm_weight == nullptr || is_aligned_16(norm_weight));
+}
+
+void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weight, float eps, bool add, float* y,
+                       int64_t rows, int64_t cols, cudaStream_t stream) {
     require(rows >= 0 && cols >= 0, "matvec_bf16: negative shape [", rows, ", ", cols, "]");
     if (rows == 0) return;
     require(y != nullptr, "matvec_bf16: null output pointer");
@@ -70,10 +96,16 @@ void matvec_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int6
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(kThreadsPerBlock);
 
-    if (cols % 8 == 0 && is_aligned_16(w) && is_aligned_16(x)) {
-        launch_early(matvec_bf16_vec8_kernel, grid, block, 0, stream, "matvec_bf16_vec8_kernel",
-                     reinterpret_cast<const uint4*>(w), reinterpret_cast<const float4*>(x), y, rows, cols / 8);
+    if (matvec_bf16_fusable(w, x, norm_weight, cols)) {
+        const auto* w4 = reinterpret_cast<const uint4*>(w);
+        const auto* x4 = reinterpret_cast<const float4*>(x);
+        const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
+        const bool norm = norm_weight != nullptr;
+        auto* kernel = norm ? (add ? matvec_bf16_vec8_kernel<true, true> : matvec_bf16_vec8_kernel<true, false>)
+                            : (add ? matvec_bf16_vec8_kernel<false, true> : matvec_bf16_vec8_kernel<false, false>);
+        launch_early(kernel, grid, block, 0, stream, "matvec_bf16_vec8_kernel", w4, x4, g4, eps, y, rows, cols / 8);
     } else {
+        require(norm_weight == nullptr && !add, "matvec_bf16: a fused norm or residual needs the vector path");
         matvec_bf16_scalar_kernel<<<grid, block, 0, stream>>>(w, x, y, rows, cols);
         DUET_CUDA_CHECK_LAUNCH("matvec_bf16_scalar_kernel");
     }

@@ -19,4 +19,12 @@ namespace duet::cuda {
 void matvec_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
                  cudaStream_t stream);
 
+// The same with the neighbours of a decode step's products folded in: with `norm_weight` (device,
+// [cols]) x is RMS-normalised first (x / rms(x) · norm_weight, rms with `eps`); with `add` the
+// product is added to y (the residual stream) instead of written. Needs the vector path.
+void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weight, float eps, bool add, float* y,
+                       int64_t rows, int64_t cols, cudaStream_t stream);
+// Whether matvec_bf16_fused can run on these pointers and width.
+bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_weight, int64_t cols);
+
 }  // namespace duet::cuda

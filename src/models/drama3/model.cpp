@@ -104,7 +104,6 @@ struct Model::TowerScratch {
           embedding(b.alloc(size_t(n * c.tower.dim))),
           normed(b.alloc(size_t(n * c.tower.dim))),
           x(b.alloc(size_t(n * c.tower.dim))),
-          mixed(b.alloc(size_t(n * c.tower.dim))),
           gate(b.alloc(size_t(n * c.tower.inter))),
           up(b.alloc(size_t(n * c.tower.inter))) {}
 
@@ -121,7 +120,7 @@ struct Model::TowerScratch {
     }
 
     GatedAttentionScratch attention;
-    Buffer embedding, normed, x, mixed, gate, up;
+    Buffer embedding, normed, x, gate, up;
 };
 
 EmbeddingGather Model::extra_codes_gather(const int32_t* rows) const {
@@ -142,24 +141,19 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::
     const int64_t dim = c.dim;
     float* e = sc.embedding.data();
     embed(e);
-    // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products.
-    b.rmsnorm(e, w.enorm.data(), n, dim, c.norm_eps, sc.normed.data());
-    b.matmul(w.eh_embedding, sc.normed.data(), n, sc.x.data());
-    b.rmsnorm(hin, w.hnorm.data(), n, dim, c.norm_eps, sc.normed.data());
-    b.matmul(w.eh_hidden, sc.normed.data(), n, sc.mixed.data());
+    // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products with their norms folded in.
     float* x = sc.x.data();
-    b.add(x, sc.mixed.data(), n * dim);
+    b.matmul_fused(w.eh_embedding, e, n, x, FusedProduct{w.enorm.data(), c.norm_eps, false});
+    b.matmul_fused(w.eh_hidden, hin, n, x, FusedProduct{w.hnorm.data(), c.norm_eps, true});
 
     b.rmsnorm(x, w.input_norm.data(), n, dim, c.norm_eps, sc.normed.data());
     gated_attention(b, TowerScratch::attention_shape(c), w.attention, sc.normed.data(), n, at, s.tower_keys(t),
-                    s.tower_values(t), sc.attention, sc.mixed.data());
-    b.add(x, sc.mixed.data(), n * dim);
+                    s.tower_values(t), sc.attention, x);
     b.rmsnorm(x, w.post_norm.data(), n, dim, c.norm_eps, sc.normed.data());
     b.matmul(w.gate, sc.normed.data(), n, sc.gate.data());
     b.matmul(w.up, sc.normed.data(), n, sc.up.data());
     b.silu_mul(sc.gate.data(), sc.up.data(), n * c.inter);
-    b.matmul(w.down, sc.gate.data(), n, sc.mixed.data());
-    b.add(x, sc.mixed.data(), n * dim);
+    b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);
 }
 

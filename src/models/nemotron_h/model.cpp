@@ -69,11 +69,15 @@ namespace {
 
 using Scratch = Model::Scratch;
 
-void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, int64_t slot, const float* xn,
-                 int64_t n, Scratch& sc, float* out) {
+// The products that add to the residual stream `h`.
+constexpr FusedProduct kAddToStream{nullptr, 0.0f, true};
+
+// h += mamba(rmsnorm(h)); the norm is folded into the input projection.
+void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::vector<float>& norm, State& s,
+                 int64_t slot, float* h, int64_t n, Scratch& sc) {
     const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
     float* zxbcdt = sc.projected.data();
-    b.matmul(w.in_proj, xn, n, zxbcdt);
+    b.matmul_fused(w.in_proj, h, n, zxbcdt, FusedProduct{norm.data(), c.norm_eps, false});
     const bool record = s.history_capacity() >= n;
     b.causal_conv1d_silu(zxbcdt + inner, rows, n, conv_dim, w.conv_taps.data(), w.conv_bias.data(),
                          c.conv_kernel, s.conv_ring(slot), sc.conv_out.data(),
@@ -98,12 +102,12 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, State& s, i
     scan.state_history = record ? s.ssm_history(slot) : nullptr;
     b.ssm_scan(scan);
     b.gated_group_rmsnorm(sc.inner.data(), zxbcdt, rows, w.norm.data(), n, inner, c.mamba_groups, c.norm_eps);
-    b.matmul(w.out_proj, sc.inner.data(), n, out);
+    b.matmul_fused(w.out_proj, sc.inner.data(), n, h, kAddToStream);
 }
 
-// Attention over a cache whose first `at.pos` rows are filled.
+// h += attention(xn) over a cache whose first `at.pos` rows are filled.
 void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, float* keys, float* values,
-                     const StepPosition& at, const float* xn, int64_t n, Scratch& sc, float* out) {
+                     const StepPosition& at, const float* xn, int64_t n, Scratch& sc, float* h) {
     const int64_t kv_width = c.kv_heads * c.head_dim;
     b.matmul(w.q, xn, n, sc.projected.data());
     b.matmul(w.k, xn, n, sc.new_keys.data());
@@ -124,14 +128,15 @@ void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, flo
     a.v_cache = values;
     a.out = sc.inner.data();
     b.attention(a);
-    b.matmul(w.o, sc.inner.data(), n, out);
+    b.matmul_fused(w.o, sc.inner.data(), n, h, kAddToStream);
 }
 
-void mlp_mixer(const Config& c, Backend& b, const MlpWeights& w, const float* xn, int64_t n, Scratch& sc,
-               float* out) {
-    b.matmul(w.up, xn, n, sc.inner.data());
+// h += mlp(rmsnorm(h)), the norm folded into the up projection.
+void mlp_mixer(const Config& c, Backend& b, const MlpWeights& w, const std::vector<float>& norm, float* h, int64_t n,
+               Scratch& sc) {
+    b.matmul_fused(w.up, h, n, sc.inner.data(), FusedProduct{norm.data(), c.norm_eps, false});
     b.relu2(sc.inner.data(), n * c.mlp_inter);
-    b.matmul(w.down, sc.inner.data(), n, out);
+    b.matmul_fused(w.down, sc.inner.data(), n, h, kAddToStream);
 }
 
 MoeRouting routing_of(const Config& c) {
@@ -164,18 +169,20 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
         float* xn = sc.normed.data();
-        float* out = sc.mixed.data();
-        b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
         switch (layer.kind) {
-            case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, s, layer.state_slot, xn, n, sc, out); break;
+            case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, layer.norm, s, layer.state_slot, h, n, sc); break;
             case LayerKind::Attention:
+                b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
                 attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot), at, xn,
-                                n, sc, out);
+                                n, sc, h);
                 break;
-            case LayerKind::MoE: b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), out); break;
-            case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, xn, n, sc, out); break;
+            case LayerKind::MoE:
+                b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
+                b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), sc.mixed.data());
+                b.add(h, sc.mixed.data(), n * hidden);
+                break;
+            case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, layer.norm, h, n, sc); break;
         }
-        b.add(h, out, n * hidden);
         if (report && i + 1 < layers) report(i + 1, h);
     }
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, sc.normed.data());
@@ -327,9 +334,7 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
 
     b.rmsnorm(x, d.attention_norm.data(), n, h, c.norm_eps, sc.normed.data());
     attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(),
-                    StepPosition{s.draft_position(), nullptr, s.capacity()}, sc.normed.data(), n, sc,
-                    sc.mixed.data());
-    b.add(x, sc.mixed.data(), n * h);
+                    StepPosition{s.draft_position(), nullptr, s.capacity()}, sc.normed.data(), n, sc, x);
     b.rmsnorm(x, d.moe_norm.data(), n, h, c.norm_eps, sc.normed.data());
     b.moe_relu2(sc.normed.data(), n, d.moe.experts, routing_of(c), sc.mixed.data());
     b.add(x, sc.mixed.data(), n * h);

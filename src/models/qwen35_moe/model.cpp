@@ -67,8 +67,9 @@ struct Scratch {
     GatedAttentionScratch attention;
 };
 
+// h += Gated DeltaNet(xn).
 void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWeights& w, State& s, int64_t slot,
-                            const float* xn, int64_t n, int64_t chunk, Scratch& sc, float* out) {
+                            const float* xn, int64_t n, int64_t chunk, Scratch& sc, float* h) {
     const int64_t conv_dim = c.conv_dim(), v_width = c.linear_v_width();
     b.matmul(w.qkv, xn, n, sc.projected.data());
     b.matmul(w.z, xn, n, sc.gate.data());
@@ -96,12 +97,13 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
     b.gated_delta_rule(d);
     b.head_rmsnorm_silu_gate(sc.inner.data(), sc.gate.data(), v_width, w.norm.data(), n, c.linear_v_heads,
                              c.linear_v_dim, c.norm_eps);
-    b.matmul(w.out, sc.inner.data(), n, out);
+    b.matmul_fused(w.out, sc.inner.data(), n, h, FusedProduct{nullptr, 0.0f, true});
 }
 
+// h += gated attention(xn).
 void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeights& w, State& s, int64_t slot,
-                          const float* xn, int64_t n, const StepPosition& at, Scratch& sc, float* out) {
-    gated_attention(b, attention_shape(c), w, xn, n, at, s.keys(slot), s.values(slot), sc.attention, out);
+                          const float* xn, int64_t n, const StepPosition& at, Scratch& sc, float* h) {
+    gated_attention(b, attention_shape(c), w, xn, n, at, s.keys(slot), s.values(slot), sc.attention, h);
 }
 
 }  // namespace
@@ -164,12 +166,12 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
         b.rmsnorm(h, layer.input_norm.data(), n, hidden, c.norm_eps, xn);
+        // Both mixers add their output to h.
         if (layer.kind == LayerKind::LinearAttention) {
-            linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, xn, n, delta_rule_chunk, sc, out);
+            linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, xn, n, delta_rule_chunk, sc, h);
         } else {
-            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, at, sc, out);
+            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, at, sc, h);
         }
-        b.add(h, out, n * hidden);
         b.rmsnorm(h, layer.post_norm.data(), n, hidden, c.norm_eps, xn);
         b.moe_swiglu(xn, n, layer.moe, c.experts_per_token, c.norm_topk, out);
         b.add(h, out, n * hidden);
