@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -122,6 +123,45 @@ TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
             }
         }
     }
+}
+
+// Ids and positions that live in backend memory travel as the bits of floats here.
+std::vector<float> as_float_bits(const std::vector<int32_t>& ints) {
+    std::vector<float> bits(ints.size());
+    std::memcpy(bits.data(), ints.data(), ints.size() * sizeof(int32_t));
+    return bits;
+}
+
+TEST_F(CudaBackendOps, GatheredEmbeddingsRowStoresAndCounters) {
+    const int64_t rows = 50, cols = 24, n = 3, per_row = 2;
+    const std::vector<uint16_t> table16 = random_bf16(rng_, rows * cols, 1.0f);
+    const MatrixView table{DType::BF16, rows, cols, table16.data()};
+    const std::vector<int32_t> ids = {3, -1, 19, 0, 7, 12};
+    for (bool accumulate : {false, true}) {
+        EmbeddingGather g;
+        g.per_row = per_row;
+        g.first_row = 5;
+        g.row_step = 10;
+        g.scale = 0.5f;
+        g.accumulate = accumulate;
+        expect_same({as_float_bits(ids), random_values(rng_, n * cols)}, {1},
+                    [&](Backend& b, std::vector<float*> p) {
+                        EmbeddingGather at = g;
+                        at.ids = reinterpret_cast<const int32_t*>(p[0]);
+                        b.gather_embeddings(table, at, n, p[1]);
+                    },
+                    1e-6, accumulate ? "gathered embeddings, accumulated" : "gathered embeddings");
+    }
+    const int64_t width = 16, capacity = 9;
+    expect_same({as_float_bits({4, 0}), random_values(rng_, 2 * width), random_values(rng_, capacity * width)}, {0, 2},
+                [&](Backend& b, std::vector<float*> p) {
+                    auto* ints = reinterpret_cast<int32_t*>(p[0]);
+                    b.store_rows(p[2], width, 0, ints, p[1], 2);  // rows 4 and 5, the position read on the device
+                    b.store_rows(p[2], width, 7, nullptr, p[1], 1);
+                    b.add_to_int(ints, 3);
+                    b.add_to_int(ints + 1, -2);
+                },
+                0.0, "row stores and counters");
 }
 
 TEST_F(CudaBackendOps, EmbeddingsNormsAndElementwise) {
