@@ -1,5 +1,6 @@
-// Expert routing, one thread per token, with the CPU's exact rules (see kernels/cpu/moe_routing.h):
-// the same scores, the same ties to the lower index, the same normalisation.
+// Expert routing, one block per token, with the CPU's exact rules (see kernels/cpu/moe_routing.h):
+// the same scores, the same ties to the lower index, the same normalisation. The top-k is k rounds
+// of a block-wide arg-max over the experts not yet taken.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/ops.h"
@@ -10,94 +11,158 @@ namespace {
 
 constexpr int kMaxExperts = 1024;
 constexpr int kMaxGroups = 64;
+constexpr int kMaxTopK = 64;
+constexpr int kThreads = 256;
 
-// Marks the k largest of values[0..count) (ties to the lower index) in `order`, best first.
-__device__ void top_indices(const float* values, int count, int k, int32_t* order) {
-    for (int i = 0; i < k; ++i) {
-        int best = -1;
-        for (int e = 0; e < count; ++e) {
-            bool taken = false;
-            for (int j = 0; j < i; ++j) taken = taken || order[j] == e;
-            if (!taken && (best < 0 || values[e] > values[best])) best = e;
-        }
-        order[i] = best;
+// The better of two (value, index) candidates: the larger value, on ties the lower index; index -1
+// is no candidate.
+__device__ __forceinline__ void keep_better(float& value, int& index, float other_value, int other_index) {
+    if (other_index < 0) return;
+    if (index < 0 || other_value > value || (other_value == value && other_index < index)) {
+        value = other_value;
+        index = other_index;
     }
 }
 
-__global__ void route_sigmoid_kernel(const float* logits, const float* bias, int64_t n, int experts,
-                                     MoeRouting routing, int32_t* chosen, float* weights) {
-    const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    float score[kMaxExperts], choice[kMaxExperts];
-    for (int e = 0; e < experts; ++e) {
+// The k best of values[0..count) not marked in `taken` (shared), best first, into order[0..k);
+// every thread of the block calls it. `taken` is left marking the chosen ones.
+__device__ void block_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
+    __shared__ float best_value[kThreads / kWarpSize];
+    __shared__ int best_index[kThreads / kWarpSize];
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    for (int round = 0; round < k; ++round) {
+        float value = 0.0f;
+        int index = -1;
+        for (int e = threadIdx.x; e < count; e += blockDim.x) {
+            if (!taken[e]) keep_better(value, index, values[e], e);
+        }
+#pragma unroll
+        for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+            const float other_value = __shfl_xor_sync(0xFFFFFFFFu, value, offset);
+            const int other_index = __shfl_xor_sync(0xFFFFFFFFu, index, offset);
+            keep_better(value, index, other_value, other_index);
+        }
+        if (lane == 0) {
+            best_value[warp] = value;
+            best_index[warp] = index;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float v = 0.0f;
+            int i = -1;
+            for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) {
+                keep_better(v, i, best_value[w], best_index[w]);
+            }
+            order[round] = i;
+            if (i >= 0) taken[i] = true;
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void route_sigmoid_kernel(const float* logits, const float* bias, int experts, MoeRouting routing,
+                                     int32_t* chosen, float* weights) {
+    __shared__ float score[kMaxExperts], choice[kMaxExperts];
+    __shared__ bool taken[kMaxExperts];
+    __shared__ float group_score[kMaxGroups];
+    __shared__ int32_t order[kMaxTopK > kMaxGroups ? kMaxTopK : kMaxGroups];
+    wait_for_inputs();
+    const int64_t t = blockIdx.x;
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) {
         score[e] = sigmoid(logits[t * experts + e]);
         choice[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
+        taken[e] = false;
     }
-    if (routing.groups > 1) {
-        const int per_group = experts / static_cast<int>(routing.groups);
-        float group_score[kMaxGroups];
-        for (int g = 0; g < routing.groups; ++g) {
-            int32_t best[2];
-            const int take = per_group < 2 ? per_group : 2;
-            top_indices(choice + g * per_group, per_group, take, best);
-            group_score[g] = 0.0f;
-            for (int i = 0; i < take; ++i) group_score[g] += choice[g * per_group + best[i]];
+    __syncthreads();
+    const int groups = static_cast<int>(routing.groups);
+    if (groups > 1) {
+        const int per_group = experts / groups;
+        // Each group's score: the sum of its best two (or fewer) choices, found by one thread.
+        for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+            const float* members = choice + g * per_group;
+            int first = -1, second = -1;
+            float first_value = 0.0f, second_value = 0.0f;
+            for (int i = 0; i < per_group; ++i) keep_better(first_value, first, members[i], i);
+            for (int i = 0; i < per_group; ++i) {
+                if (i != first) keep_better(second_value, second, members[i], i);
+            }
+            group_score[g] = (first >= 0 ? first_value : 0.0f) + (second >= 0 && per_group >= 2 ? second_value : 0.0f);
         }
-        int32_t kept[kMaxGroups];
-        top_indices(group_score, static_cast<int>(routing.groups), static_cast<int>(routing.groups_kept), kept);
-        for (int e = 0; e < experts; ++e) {
-            bool keep = false;
-            for (int i = 0; i < routing.groups_kept; ++i) keep = keep || kept[i] == e / per_group;
-            if (!keep) choice[e] = 0.0f;
+        __syncthreads();
+        __shared__ bool group_taken[kMaxGroups];
+        for (int g = threadIdx.x; g < groups; g += blockDim.x) group_taken[g] = false;
+        __syncthreads();
+        block_top_indices(group_score, groups, static_cast<int>(routing.groups_kept), group_taken, order);
+        for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+            if (!group_taken[e / per_group]) choice[e] = 0.0f;
+        }
+        __syncthreads();
+    }
+    const int k = static_cast<int>(routing.top_k);
+    block_top_indices(choice, experts, k, taken, order);
+    if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < k; ++i) sum += score[order[i]];
+        const float denominator = routing.normalize ? sum + 1e-20f : 1.0f;
+        for (int i = 0; i < k; ++i) {
+            chosen[t * k + i] = order[i];
+            weights[t * k + i] = score[order[i]] / denominator * routing.scale;
         }
     }
-    int32_t* mine = chosen + t * routing.top_k;
-    top_indices(choice, experts, static_cast<int>(routing.top_k), mine);
-    float sum = 0.0f;
-    for (int i = 0; i < routing.top_k; ++i) sum += score[mine[i]];
-    const float denominator = routing.normalize ? sum + 1e-20f : 1.0f;
-    for (int i = 0; i < routing.top_k; ++i) weights[t * routing.top_k + i] = score[mine[i]] / denominator * routing.scale;
 }
 
-__global__ void route_softmax_kernel(const float* logits, int64_t n, int experts, int top_k, bool normalize,
-                                     int32_t* chosen, float* weights) {
-    const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    float p[kMaxExperts];
+__global__ void route_softmax_kernel(const float* logits, int experts, int top_k, bool normalize, int32_t* chosen,
+                                     float* weights) {
+    __shared__ float p[kMaxExperts];
+    __shared__ bool taken[kMaxExperts];
+    __shared__ float shared[32];
+    __shared__ int32_t order[kMaxTopK];
+    wait_for_inputs();
+    const int64_t t = blockIdx.x;
     float best = -INFINITY;
-    for (int e = 0; e < experts; ++e) {
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) {
         p[e] = logits[t * experts + e];
+        taken[e] = false;
         best = fmaxf(best, p[e]);
     }
+    best = block_max(best, shared);
     float sum = 0.0f;
-    for (int e = 0; e < experts; ++e) sum += p[e] = expf(p[e] - best);
-    for (int e = 0; e < experts; ++e) p[e] /= sum;
-    int32_t* mine = chosen + t * top_k;
-    top_indices(p, experts, top_k, mine);
-    float chosen_sum = 0.0f;
-    for (int i = 0; i < top_k; ++i) chosen_sum += p[mine[i]];
-    for (int i = 0; i < top_k; ++i) weights[t * top_k + i] = normalize ? p[mine[i]] / chosen_sum : p[mine[i]];
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) sum += p[e] = expf(p[e] - best);
+    sum = block_sum(sum, shared);
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) p[e] /= sum;
+    __syncthreads();
+    block_top_indices(p, experts, top_k, taken, order);
+    if (threadIdx.x == 0) {
+        float chosen_sum = 0.0f;
+        for (int i = 0; i < top_k; ++i) chosen_sum += p[order[i]];
+        for (int i = 0; i < top_k; ++i) {
+            chosen[t * top_k + i] = order[i];
+            weights[t * top_k + i] = normalize ? p[order[i]] / chosen_sum : p[order[i]];
+        }
+    }
 }
 
 }  // namespace
 
 void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64_t experts, const MoeRouting& routing,
                         int32_t* chosen, float* weights, cudaStream_t stream) {
-    require(experts <= kMaxExperts && routing.groups <= kMaxGroups, "moe routing: ", experts, " experts in ",
-            routing.groups, " groups exceed the GPU router's ", kMaxExperts, " and ", kMaxGroups);
+    require(experts <= kMaxExperts && routing.groups <= kMaxGroups && routing.top_k <= kMaxTopK &&
+                routing.groups_kept <= kMaxGroups,
+            "moe routing: ", experts, " experts in ", routing.groups, " groups, top ", routing.top_k,
+            " exceed the GPU router's ", kMaxExperts, ", ", kMaxGroups, " and ", kMaxTopK);
     if (n == 0) return;
-    route_sigmoid_kernel<<<static_cast<unsigned>((n + 63) / 64), 64, 0, stream>>>(
-        logits, bias, n, static_cast<int>(experts), routing, chosen, weights);
-    DUET_CUDA_CHECK_LAUNCH("route_sigmoid_kernel");
+    launch_early(route_sigmoid_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
+                 "route_sigmoid_kernel", logits, bias, static_cast<int>(experts), routing, chosen, weights);
 }
 
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream) {
-    require(experts <= kMaxExperts, "moe routing: ", experts, " experts exceed the GPU router's ", kMaxExperts);
+    require(experts <= kMaxExperts && top_k <= kMaxTopK, "moe routing: ", experts, " experts, top ", top_k,
+            " exceed the GPU router's ", kMaxExperts, " and ", kMaxTopK);
     if (n == 0) return;
-    route_softmax_kernel<<<static_cast<unsigned>((n + 63) / 64), 64, 0, stream>>>(
-        logits, n, static_cast<int>(experts), static_cast<int>(top_k), normalize, chosen, weights);
-    DUET_CUDA_CHECK_LAUNCH("route_softmax_kernel");
+    launch_early(route_softmax_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
+                 "route_softmax_kernel", logits, static_cast<int>(experts), static_cast<int>(top_k), normalize,
+                 chosen, weights);
 }
 
 }  // namespace duet::cuda
