@@ -181,7 +181,9 @@ __device__ uint64_t select_keys(const float* row, int count, uint64_t lo, uint64
         prefix |= uint64_t(sh.bin) << shift;
         mask |= uint64_t(0xFF) << shift;
         if (sh.in_bin == need || shift == 0) {
-            const uint64_t t = prefix | ~mask;  // the whole bin is taken
+            // The whole bin is taken: the largest key with the bytes chosen so far (the skipped
+            // index bytes stay zero, as they are in every key).
+            const uint64_t t = prefix | ((uint64_t(1) << shift) - 1);
             return t < hi ? t : hi;
         }
         shift = shift > 32 ? shift - 8 : shift == 32 ? top_index_shift : shift - 8;
