@@ -11,7 +11,8 @@
 // block scan. The top-p cut is the first position whose mass reaches p, the draw the first whose
 // cumulative weight exceeds uniform · total. Only the grouping of those sums differs from the CPU's
 // running sums, so an index can differ only where a boundary lies within rounding of a cut; the
-// same inputs always give the same index.
+// same inputs always give the same index. When the top-k fit in one warp (top_k ≤ 32, the usual
+// case) that warp sorts and sums them with shuffles instead, without block-wide barriers.
 #include <climits>
 #include <cmath>
 
@@ -190,8 +191,9 @@ __device__ uint64_t select_keys(const float* row, int count, uint64_t lo, uint64
     }
 }
 
-// Sorts the n keys of the row in [lo, t] into sh.keys (n ≤ kPiece: exactly that many lie there).
-__device__ void gather_piece(const float* row, int count, uint64_t lo, uint64_t t, int n, Shared& sh) {
+// Gathers the n keys of the row in [lo, t] into sh.keys, in no particular order (n ≤ kPiece:
+// exactly that many lie there), and pads them with kNoKey to a power of two.
+__device__ int gather_piece(const float* row, int count, uint64_t lo, uint64_t t, int n, Shared& sh) {
     __syncthreads();
     if (threadIdx.x == 0) sh.fill = 0;
     __syncthreads();
@@ -206,16 +208,32 @@ __device__ void gather_piece(const float* row, int count, uint64_t lo, uint64_t 
     while (padded < n) padded *= 2;
     for (int pos = n + threadIdx.x; pos < padded; pos += kThreads) sh.keys[pos] = kNoKey;
     __syncthreads();
+    return padded;
+}
+
+// Bitonic sort of sh.keys[0, padded), a compare-exchange of one pair per thread and pass.
+__device__ void sort_piece(int padded, Shared& sh) {
+    constexpr int kPairs = kPiece / 2 / kThreads;
+    const int pairs = padded / 2;
     for (int size = 2; size <= padded; size *= 2) {
         for (int stride = size / 2; stride > 0; stride /= 2) {
-            for (int i = threadIdx.x; i < padded; i += kThreads) {
-                const int j = i ^ stride;
-                if (j > i) {
-                    const uint64_t a = sh.keys[i], b = sh.keys[j];
-                    if ((a > b) == ((i & size) == 0)) {
-                        sh.keys[i] = b;
-                        sh.keys[j] = a;
-                    }
+            int first[kPairs];
+            uint64_t a[kPairs], b[kPairs];
+#pragma unroll
+            for (int u = 0; u < kPairs; ++u) {
+                const int pair = static_cast<int>(threadIdx.x) + u * kThreads;
+                first[u] = 2 * pair - (pair & (stride - 1));
+                if (pair < pairs) {
+                    a[u] = sh.keys[first[u]];
+                    b[u] = sh.keys[first[u] + stride];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kPairs; ++u) {
+                const int pair = static_cast<int>(threadIdx.x) + u * kThreads;
+                if (pair < pairs && (a[u] > b[u]) == ((first[u] & size) == 0)) {
+                    sh.keys[first[u]] = b[u];
+                    sh.keys[first[u] + stride] = a[u];
                 }
             }
             __syncthreads();
@@ -228,7 +246,7 @@ __device__ void gather_piece(const float* row, int count, uint64_t lo, uint64_t 
 __device__ int load_piece(const float* row, int count, uint64_t lo, uint64_t hi, int remaining, Shared& sh) {
     const int n = remaining < kPiece ? remaining : kPiece;
     const uint64_t t = n == remaining ? hi : select_keys(row, count, lo, hi, unsigned(n), sh);
-    gather_piece(row, count, lo, t, n, sh);
+    sort_piece(gather_piece(row, count, lo, t, n, sh), sh);
     return n;
 }
 
@@ -277,12 +295,60 @@ __device__ uint64_t first_above(const PieceSums& s, int limit, double target, Sh
     return block_min(mine, sh);
 }
 
+// The draw when the top-k fit in one warp (n ≤ 32 keys gathered, unsorted): warp 0 sorts them in
+// registers and sums with shuffles, by the same rules as the pieces below. Every thread gets the index.
+__device__ int32_t sample_in_warp(int n, double temperature, double top_p, float uniform, Shared& sh) {
+    if (threadIdx.x < kWarpSize) {
+        const int lane = static_cast<int>(threadIdx.x);
+        uint64_t key = lane < n ? sh.keys[lane] : kNoKey;
+#pragma unroll
+        for (int size = 2; size <= kWarpSize; size *= 2) {
+#pragma unroll
+            for (int stride = size / 2; stride > 0; stride /= 2) {
+                const uint64_t other = __shfl_xor_sync(0xFFFFFFFFu, key, stride);
+                const bool keep_smaller = ((lane & stride) == 0) == ((lane & size) == 0);
+                key = keep_smaller ? least(key, other) : (key > other ? key : other);
+            }
+        }
+        const bool live = lane < n;
+        const double top = key_value(__shfl_sync(0xFFFFFFFFu, key, 0));
+        const double x = live ? double(key_value(key)) : top;
+        const double plain = live ? exp(x - top) : 0.0;
+        const double plain_total = warp_sum(plain);
+        double mass = live ? plain / plain_total : 0.0;
+#pragma unroll
+        for (int offset = 1; offset < kWarpSize; offset *= 2) {
+            const double up = __shfl_up_sync(0xFFFFFFFFu, mass, offset);
+            if (lane >= offset) mass += up;
+        }
+        const unsigned reached = __ballot_sync(0xFFFFFFFFu, live && mass >= top_p);
+        const int cut = reached != 0 ? __ffs(reached) - 1 : n - 1;
+        double weight = lane <= cut ? exp((x - top) / temperature) : 0.0;
+#pragma unroll
+        for (int offset = 1; offset < kWarpSize; offset *= 2) {
+            const double up = __shfl_up_sync(0xFFFFFFFFu, weight, offset);
+            if (lane >= offset) weight += up;
+        }
+        const double target = double(uniform) * __shfl_sync(0xFFFFFFFFu, weight, cut);
+        const unsigned above = __ballot_sync(0xFFFFFFFFu, lane <= cut && target < weight);
+        const int pos = above != 0 ? __ffs(above) - 1 : cut;  // else uniform within rounding of 1
+        const uint64_t chosen = __shfl_sync(0xFFFFFFFFu, key, pos);
+        if (lane == 0) sh.kept_last = chosen;
+    }
+    __syncthreads();
+    return key_index(sh.kept_last);
+}
+
 // sample_index for one row, by every thread of the block alike; every thread gets the index.
 __device__ int32_t sample_row(const float* row, int count, float temperature, int64_t top_k, float top_p,
                               float uniform, Shared& sh) {
     if (temperature == 0.0f) return key_index(first_key(row, count, sh));
     const int k = top_k == 0 || top_k >= count ? count : static_cast<int>(top_k);
     const uint64_t hi = k < count ? select_keys(row, count, 0, kNoKey, unsigned(k), sh) : kNoKey;
+    if (k <= kWarpSize) {
+        gather_piece(row, count, 0, hi, k, sh);
+        return sample_in_warp(k, temperature, top_p, uniform, sh);
+    }
 
     // The top-p cut: walk the top-k in pieces until the untempered mass reaches p.
     int n = load_piece(row, count, 0, hi, k, sh);
