@@ -238,11 +238,10 @@ TEST_F(CudaSampling, DevicePhiloxMatchesTheHost) {
         for (int j = 0; j < 4; ++j) counters[4 * i + j] = static_cast<uint32_t>(rng());
         for (int j = 0; j < 2; ++j) keys[2 * i + j] = static_cast<uint32_t>(rng());
     }
-    cuda::DeviceBuffer d_seeds = cuda::DeviceBuffer::from_vector(seeds), d_steps = cuda::DeviceBuffer::from_vector(steps),
-                       d_slots = cuda::DeviceBuffer::from_vector(slots),
-                       d_counters = cuda::DeviceBuffer::from_vector(counters),
-                       d_keys = cuda::DeviceBuffer::from_vector(keys), d_draws(n * sizeof(float)),
-                       d_blocks(4 * n * sizeof(uint32_t));
+    using cuda::DeviceBuffer;
+    DeviceBuffer d_seeds = DeviceBuffer::from_vector(seeds), d_steps = DeviceBuffer::from_vector(steps),
+                 d_slots = DeviceBuffer::from_vector(slots), d_counters = DeviceBuffer::from_vector(counters),
+                 d_keys = DeviceBuffer::from_vector(keys), d_draws(n * sizeof(float)), d_blocks(4 * n * sizeof(uint32_t));
     cuda::uniform_draws(d_seeds.as<uint64_t>(), d_steps.as<uint64_t>(), d_slots.as<uint32_t>(), n,
                         d_draws.as<float>(), nullptr);
     cuda::philox_blocks(d_counters.as<uint32_t>(), d_keys.as<uint32_t>(), n, d_blocks.as<uint32_t>(), nullptr);
