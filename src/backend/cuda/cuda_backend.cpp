@@ -229,14 +229,12 @@ public:
     void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
                 const DrawCounter& draws, int32_t* out) override {
         Timed timed(*this, "sample");
-        (void)logits, (void)rows, (void)count, (void)params, (void)draws, (void)out;
-        require(false, "sampling on the GPU is not built yet");
+        cuda::sample(logits, rows, count, params, draws, out, stream_);
     }
     void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
                          int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out) override {
         Timed timed(*this, "sample_with_ras");
-        (void)logits, (void)count, (void)params, (void)ras, (void)recent, (void)draws, (void)exempt, (void)out;
-        require(false, "sampling on the GPU is not built yet");
+        cuda::sample_with_ras(logits, count, params, ras, recent, draws, exempt, out, stream_);
     }
 
     const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {

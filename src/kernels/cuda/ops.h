@@ -96,4 +96,22 @@ void combine_experts(const float* expert_out, const float* weights, int64_t n, i
                      const float* shared, const float* shared_gate, const int32_t* row_of_slot, float* out,
                      cudaStream_t stream);
 
+
+// --- sampling ----------------------------------------------------------------------------------
+// Backend::sample and Backend::sample_with_ras, by sample_index's rules and draws: one block of
+// 1024 threads per row and the step counter read on the device, so nothing waits for the host and
+// the launches can be recorded in a graph. Any row size up to INT32_MAX logits is exact; when more
+// than 4096 candidates are kept (top_k 0 or above 4096 over a longer row) they are sorted 4096 at a
+// time, each piece costing a few passes over the row. NaN logits give an unspecified index.
+void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params, const DrawCounter& draws,
+            int32_t* out, cudaStream_t stream);
+void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
+                     int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out, cudaStream_t stream);
+// The device side of sample/philox.h, for checking it against the host: out[i] =
+// uniform_draw(seeds[i], steps[i], slots[i]), and out[4i…4i+3] = philox4x32 of counters[4i…4i+3]
+// with keys[2i], keys[2i+1].
+void uniform_draws(const uint64_t* seeds, const uint64_t* steps, const uint32_t* slots, int64_t n, float* out,
+                   cudaStream_t stream);
+void philox_blocks(const uint32_t* counters, const uint32_t* keys, int64_t n, uint32_t* out, cudaStream_t stream);
+
 }  // namespace duet::cuda
