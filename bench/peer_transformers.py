@@ -236,8 +236,9 @@ def check_config(config, b, kinds):
         raise ValueError("config layer_types differ from the preset's pattern")
 
 
-def make_backbone_config(b, kinds, fallbacks):
-    """The first of the Qwen3.5-MoE / Qwen3-Next config and causal-LM classes that takes duet's shape."""
+def make_backbone(b, kinds, fallbacks):
+    """The first of the Qwen3.5-MoE / Qwen3-Next causal-LM classes that builds duet's shape, with random
+    weights on the GPU."""
     tries = [("qwen3_5_moe", "Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM", False),
              ("qwen3_5_moe", "Qwen3_5MoeConfig", "Qwen3_5MoeForCausalLM", True),
              ("qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM", False)]
@@ -253,9 +254,11 @@ def make_backbone_config(b, kinds, fallbacks):
             else:
                 config = config_cls(**qwen_fields(config_cls, b, kinds))
             check_config(config, b, kinds)
-            return config, lm_cls
+            log(f"peer: building {lm_cls.__name__} ({len(kinds)} layers) with random bf16 weights on the GPU")
+            return build_backbone(config, lm_cls), lm_cls
         except Exception as e:
-            fallbacks.append(f"{config_name}: {type(e).__name__}: {str(e)[:200]}")
+            fallbacks.append(f"{lm_name} from {config_name}: {type(e).__name__}: {str(e)[:200]}")
+            torch.cuda.empty_cache()
     raise RuntimeError("no Qwen3.5-MoE or Qwen3-Next classes in this transformers: " + "; ".join(fallbacks))
 
 
@@ -512,9 +515,7 @@ def bench_drama3(args):
 
     start = time.perf_counter()
     torch.manual_seed(1)
-    config, lm_cls = make_backbone_config(b, kinds, fallbacks)
-    log(f"peer: building {lm_cls.__name__} ({len(kinds)} layers) with random bf16 weights on the GPU")
-    model = build_backbone(config, lm_cls)
+    model, lm_cls = make_backbone(b, kinds, fallbacks)
     if args.experts:
         try:
             model.config._experts_implementation = args.experts
