@@ -2,8 +2,8 @@
 # The checks that need the GPU machine (kept out of CI): build for Hopper, run every suite there
 # (the CPU suites then also exercise the AVX-512 kernels, where the host has them, and the CUDA suites
 # run on a real device, once more under compute-sanitizer), then the benchmarks on both backends.
-# Usage: [CPU_TESTS=0] scripts/gpu_check.sh FIXTURES_DIR LOG_DIR [BENCH_SPECS...], a spec being
-# "device arch preset".
+# Usage: [CPU_TESTS=0] [SANITIZER=0] scripts/gpu_check.sh FIXTURES_DIR LOG_DIR [BENCH_SPECS...], a spec
+# being "device arch preset" for `duet bench`, or "peer arch preset" for bench/peer_transformers.py.
 set -uo pipefail
 fixtures=$(realpath "${1:?fixtures dir}")
 logs=${2:?log dir}
@@ -20,10 +20,17 @@ cpu_rc=skipped
 if [ "${CPU_TESTS:-1}" = 1 ]; then ./build-gpu/duet_tests > "$logs/cpu_tests.txt" 2>&1; cpu_rc=$?; fi
 ./build-gpu/duet_cuda_tests > "$logs/cuda_tests.txt" 2>&1; cuda_rc=$?
 # API errors are left out: one test provokes an allocation failure on purpose.
-compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./build-gpu/duet_cuda_tests > "$logs/cuda_sanitizer.txt" 2>&1; san_rc=$?
+san_rc=skipped
+if [ "${SANITIZER:-1}" = 1 ]; then
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./build-gpu/duet_cuda_tests > "$logs/cuda_sanitizer.txt" 2>&1; san_rc=$?
+fi
 for spec in "$@"; do
   set -- $spec
-  ./build-gpu/duet bench --device "$1" --arch "$2" --preset "$3" --random-weights >> "$logs/bench.jsonl" 2>&1
+  if [ "$1" = peer ]; then
+    python3 bench/peer_transformers.py --arch "$2" --preset "$3" >> "$logs/bench.jsonl" 2>> "$logs/peer_stderr.txt"
+  else
+    ./build-gpu/duet bench --device "$1" --arch "$2" --preset "$3" --random-weights >> "$logs/bench.jsonl" 2>> "$logs/bench_stderr.txt"
+  fi
 done
 
 echo "suite            exit  summary"
@@ -31,4 +38,18 @@ printf "cpu tests        %-4s  %s\n" "$cpu_rc" "$(grep -sE '^\[  (PASSED|FAILED)
 printf "cuda tests       %-4s  %s\n" "$cuda_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cuda_tests.txt" | head -1)"
 printf "cuda sanitizer   %-4s  %s\n" "$san_rc" "$(grep -E 'ERROR SUMMARY' "$logs/cuda_sanitizer.txt" | head -1)"
 grep -E "FAILED|Failure|error" "$logs/cuda_tests.txt" | head -20
-cat "$logs/bench.jsonl" 2>/dev/null | cut -c1-600
+# One line per benchmark: who ran what, prompt speed, step time and its share of the copy bandwidth.
+python3 - "$logs/bench.jsonl" <<'PY' 2>/dev/null
+import json, sys
+print(f"{'arch':10} {'weights':12} {'backend':28} {'prefill/s':>10} {'step ms':>8} {'of copy':>7}")
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    prefill = r.get("prefill_tokens_per_s", r.get("prompt_rows_per_s", 0))
+    step = r.get("decode_ms_per_token", r.get("ms_per_frame", 0))
+    share = r.get("decode_fraction_of_copy", r.get("frame_fraction_of_copy", 0))
+    print(f"{r.get('arch', '?'):10} {r.get('weights', '?'):12} {str(r.get('backend', '?'))[:28]:28} "
+          f"{prefill:10.0f} {step:8.3f} {share:7.3f}")
+PY

@@ -43,6 +43,8 @@ public:
     virtual size_t tensor_bytes() const = 0;
     // Weight bytes one decode token reads.
     virtual size_t decode_weight_bytes() const = 0;
+    // State bytes one decode token at `position` reads and writes (recurrent states, cache rows).
+    virtual size_t decode_state_bytes(int64_t position) const = 0;
 
     virtual std::unique_ptr<SequenceState> create_state(Backend& backend, int64_t capacity) const = 0;
 

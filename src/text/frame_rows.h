@@ -3,6 +3,7 @@
 // a semantic token and the frame's codec codes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -33,9 +34,10 @@ public:
     }
     // `row` holds width() values: the main token then every codebook's code.
     void push_row(std::span<const int32_t> row) { values_.insert(values_.end(), row.begin(), row.end()); }
-    // The first n rows as rows of their own.
+    // The first n rows (all of them when there are fewer) as rows of their own.
     FrameRows head(size_t n) const {
         FrameRows out(width_ - 1);
+        n = std::min(n, count());
         out.values_.assign(values_.begin(), values_.begin() + static_cast<std::ptrdiff_t>(n * width_));
         return out;
     }

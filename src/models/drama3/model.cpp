@@ -241,6 +241,13 @@ void Model::audio_input_row(Backend& b, const int32_t* frame, float* out) const 
     b.gather_embeddings(weights_.code_embeddings, codes, 1, out);
 }
 
+size_t Model::frame_state_bytes(int64_t position) const {
+    const TowerConfig& t = config_.tower;
+    const size_t tower_row = sizeof(float) * static_cast<size_t>(t.kv_heads * t.head_dim);
+    return backbone_.decode_state_bytes(position) +
+           static_cast<size_t>(t.layers()) * tower_row * static_cast<size_t>(2 * position + 2);
+}
+
 size_t Model::frame_weight_bytes() const {
     auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
     size_t total = backbone_.decode_weight_bytes() - bytes(backbone_.weights().lm_head) + bytes(weights_.candidate_head);

@@ -32,6 +32,8 @@ public:
     size_t tensor_bytes() const { return backbone_.tensor_bytes(); }
     // Weight bytes one frame reads: the backbone's decode step, the candidate head and the tower.
     size_t frame_weight_bytes() const;
+    // State bytes one frame at `position` reads and writes: the backbone's and the tower caches' rows.
+    size_t frame_state_bytes(int64_t position) const;
 
     State new_state(Backend& backend, int64_t capacity) const { return State(config_, backend, capacity); }
 

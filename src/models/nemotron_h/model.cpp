@@ -236,6 +236,20 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     return lm_head_logits(b, weights_.lm_head, final_normed, n, all_logits ? n : 1);
 }
 
+size_t Model::decode_state_bytes(int64_t position) const {
+    const Config& c = config_;
+    const size_t f32 = sizeof(float);
+    size_t total = 0;
+    for (LayerKind kind : c.layers) {
+        if (kind == LayerKind::Mamba) {
+            total += 2 * f32 * static_cast<size_t>(c.mamba_inner() * c.ssm_state + (c.conv_kernel - 1) * c.conv_dim());
+        } else if (kind == LayerKind::Attention) {
+            total += f32 * static_cast<size_t>((2 * position + 2) * c.kv_heads * c.head_dim);
+        }
+    }
+    return total;
+}
+
 size_t Model::decode_weight_bytes() const {
     auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
     size_t total = bytes(weights_.lm_head) + bytes(weights_.embed) / static_cast<size_t>(config_.vocab);

@@ -80,6 +80,8 @@ public:
     // Weight bytes one decode token reads: every dense matrix, top-k experts per MoE layer, one
     // embedding row and the LM head.
     size_t decode_weight_bytes() const override;
+    // Each Mamba layer's SSM state and conv ring read and written, each attention layer's cache rows read.
+    size_t decode_state_bytes(int64_t position) const override;
 
 private:
     Model(Config config, Weights weights, std::string layout, size_t tensor_count, size_t tensor_bytes)

@@ -188,6 +188,22 @@ std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::s
     return forward(backend, *own, ids, all_logits, hook);
 }
 
+size_t Model::decode_state_bytes(int64_t position) const {
+    const Config& c = config_;
+    const size_t f32 = sizeof(float);
+    size_t total = 0;
+    for (LayerKind kind : c.layers) {
+        if (kind == LayerKind::LinearAttention) {
+            total += 2 * f32 *
+                     static_cast<size_t>(c.linear_v_heads * c.linear_k_dim * c.linear_v_dim +
+                                         (c.conv_kernel - 1) * c.conv_dim());
+        } else {
+            total += f32 * static_cast<size_t>((2 * position + 2) * c.kv_heads * c.head_dim);
+        }
+    }
+    return total;
+}
+
 size_t Model::decode_weight_bytes() const {
     auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
     size_t total = bytes(weights_.lm_head) + bytes(weights_.embed) / static_cast<size_t>(config_.vocab);

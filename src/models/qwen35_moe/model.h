@@ -72,6 +72,8 @@ public:
     // Every dense matrix, the router, the shared expert and top-k experts per layer, one embedding
     // row and the LM head.
     size_t decode_weight_bytes() const override;
+    // Each delta-rule state and conv ring read and written, each attention layer's cache rows read.
+    size_t decode_state_bytes(int64_t position) const override;
 
 private:
     void run_layers(Backend& backend, State& state, const float* rows, int64_t n, float* normed,
