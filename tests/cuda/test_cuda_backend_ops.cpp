@@ -164,6 +164,41 @@ TEST_F(CudaBackendOps, HeadNormRopeGatesBothStyles) {
                 1e-5, "head gates");
 }
 
+TEST_F(CudaBackendOps, HeadNormRopeReadsItsPositionOnTheDevice) {
+    const int64_t n = 3, heads = 4, hd = 64;
+    const std::vector<float> w = random_values(rng_, hd, 0.5f, 1.5f);
+    for (RopeStyle style : {RopeStyle::RotateHalf, RopeStyle::Interleaved}) {
+        for (int64_t rotary : {int64_t(64), int64_t(32)}) {
+            for (int32_t pos : {0, 1, 700, 5000}) {
+                expect_same({random_values(rng_, n * heads * hd, -2, 2)}, {0},
+                            [&](Backend& b, std::vector<float*> p) {
+                                Buffer at = b.alloc(1);
+                                int32_t* position = at.ints();
+                                b.upload_ints(position, &pos, 1);
+                                HeadNormRopeArgs a;
+                                a.n = n;
+                                a.heads = heads;
+                                a.head_dim = hd;
+                                a.x = p[0];
+                                a.x_row_stride = heads * hd;
+                                a.x_head_stride = hd;
+                                a.norm_weight = w.data();
+                                a.eps = 1e-6f;
+                                a.pos = pos == 0 ? 9 : 0;  // stale: the device position rules
+                                a.position = position;
+                                a.rotary_dim = rotary;
+                                a.theta = rotary == 64 ? 1e4f : 1e7f;
+                                a.style = style;
+                                a.out = p[0];  // in place
+                                a.out_row_stride = heads * hd;
+                                b.head_rmsnorm_rope(a);
+                            },
+                            1e-5, "head rmsnorm rope at a device position");
+            }
+        }
+    }
+}
+
 TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
     const int64_t n = 6, channels = 70, kernel = 4;
     const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels);
