@@ -199,6 +199,43 @@ TEST_F(CudaBackendOps, HeadNormRopeReadsItsPositionOnTheDevice) {
     }
 }
 
+TEST_F(CudaBackendOps, SelectiveScanOneTokenAndManyWithHistory) {
+    // Nemotron-H's shape, fewer heads; 18 states take the general kernel.
+    for (int64_t ns : {int64_t(128), int64_t(18)}) {
+        for (int64_t n : {int64_t(1), int64_t(40)}) {
+            const int64_t heads = 8, hd = 64, groups = 2, width = heads * hd + 2 * groups * ns;
+            const std::vector<float> dt_bias = random_values(rng_, heads), a = random_values(rng_, heads, -2.0f, -0.5f),
+                                     d = random_values(rng_, heads);
+            expect_same({random_values(rng_, n * width), random_values(rng_, n * heads),
+                         random_values(rng_, heads * hd * ns), std::vector<float>(n * heads * hd),
+                         std::vector<float>(n * heads * hd * ns)},
+                        {2, 3, 4},
+                        [&](Backend& b, std::vector<float*> p) {
+                            SsmScanArgs s;
+                            s.n = n;
+                            s.heads = heads;
+                            s.head_dim = hd;
+                            s.groups = groups;
+                            s.state_size = ns;
+                            s.x = p[0];
+                            s.x_stride = width;
+                            s.dt = p[1];
+                            s.dt_stride = heads;
+                            s.dt_bias = dt_bias.data();
+                            s.a = a.data();
+                            s.d = d.data();
+                            s.dt_min = 0.001f;
+                            s.dt_max = 0.5f;
+                            s.state = p[2];
+                            s.y = p[3];
+                            s.state_history = p[4];
+                            b.ssm_scan(s);
+                        },
+                        1e-5, ns == 128 ? "ssm scan, 128 states" : "ssm scan, 18 states");
+        }
+    }
+}
+
 TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
     const int64_t n = 6, channels = 70, kernel = 4;
     const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels);
@@ -291,6 +328,40 @@ TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
                         b.gated_delta_rule(g);
                     },
                     1e-4, n == 1 ? "delta rule, one token" : "delta rule, chunked on the CPU");
+    }
+}
+
+// Qwen3.5's head sizes (128) and half of them, two v-heads per k-head, 1, 3 and 70 tokens.
+TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
+    for (int64_t dim : {int64_t(128), int64_t(64)}) {
+        const int64_t kh = 2, vh = 4, dk = dim, dv = dim, width = 2 * kh * dk + vh * dv;
+        const std::vector<float> neg = random_values(rng_, vh, -3.0f, -0.5f), dt_bias = random_values(rng_, vh);
+        for (int64_t n : {int64_t(1), int64_t(3), int64_t(70)}) {
+            expect_same({random_values(rng_, n * width), random_values(rng_, n * vh), random_values(rng_, n * vh),
+                         random_values(rng_, vh * dk * dv, -0.1f, 0.1f), std::vector<float>(n * vh * dv)},
+                        {3, 4},
+                        [&](Backend& b, std::vector<float*> p) {
+                            GatedDeltaArgs g;
+                            g.n = n;
+                            g.k_heads = kh;
+                            g.v_heads = vh;
+                            g.k_dim = dk;
+                            g.v_dim = dv;
+                            g.qkv = p[0];
+                            g.qkv_stride = width;
+                            g.a = p[1];
+                            g.a_stride = vh;
+                            g.b = p[2];
+                            g.b_stride = vh;
+                            g.neg_exp_a_log = neg.data();
+                            g.dt_bias = dt_bias.data();
+                            g.state = p[3];
+                            g.out = p[4];
+                            g.chunk = n > 64 ? 64 : 0;
+                            b.gated_delta_rule(g);
+                        },
+                        1e-4, "delta rule at model head sizes");
+        }
     }
 }
 

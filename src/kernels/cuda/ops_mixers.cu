@@ -1,6 +1,9 @@
 // The sequence mixers: Mamba-2's causal convolution and selective scan, Gated DeltaNet's delta
 // rule, and causal attention over a key/value cache. Each walks its tokens in order, as the
 // recurrences require; parallelism comes from channels, heads and head dimensions.
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/ops.h"
@@ -34,7 +37,8 @@ __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int64_t n, 
     for (int j = 0; j < history; ++j) ring[j * channels + c] = window[j];
 }
 
-// One warp per (head, head-dim row): the row's state is spread over the lanes.
+// One warp per (head, head-dim row): the row's state is spread over the lanes. The general path,
+// for state sizes the vector kernel below does not take.
 __global__ void ssm_scan_kernel(SsmScanArgs a) {
     const int64_t pair = int64_t(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
     if (pair >= a.heads * a.head_dim) return;
@@ -63,54 +67,199 @@ __global__ void ssm_scan_kernel(SsmScanArgs a) {
     }
 }
 
-// One block per v-head, one thread per value column of the state, which it keeps in registers.
-__global__ void gated_delta_rule_kernel(GatedDeltaArgs a) {
-    __shared__ float shared[32];
-    extern __shared__ float qk[];  // q [k_dim] then k [k_dim]
-    const int64_t h = blockIdx.x, kh = h / (a.v_heads / a.k_heads), dk = a.k_dim, j = threadIdx.x;
-    const bool owns_column = j < a.v_dim;
-    float* state = a.state + h * dk * a.v_dim;
-    float column[kMaxDeltaKeyDim];
-    for (int64_t i = 0; i < dk; ++i) column[i] = owns_column ? state[i * a.v_dim + j] : 0.0f;
-    const float q_scale = rsqrtf(float(dk));
-    for (int64_t t = 0; t < a.n; ++t) {
-        const float* row = a.qkv + t * a.qkv_stride;
-        const float* q_raw = row + kh * dk;
-        const float* k_raw = row + a.k_heads * dk + kh * dk;
-        float q_sum = 0.0f, k_sum = 0.0f;
-        for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) {
-            q_sum += q_raw[i] * q_raw[i];
-            k_sum += k_raw[i] * k_raw[i];
+// The selective scan with the state in registers: one warp per kScanRows consecutive rows of a
+// head, each lane holding CH float4 pieces of every row (state_size ≤ 128·CH, a multiple of 4), so
+// the state is read once and written once per call in 16-byte pieces, whatever n, and B and C are
+// read once per warp for its rows.
+constexpr int kScanWarps = 4;
+constexpr int kScanRows = 4;
+
+template <int CH>
+__global__ void __launch_bounds__(kScanWarps* kWarpSize) ssm_scan_registers_kernel(SsmScanArgs a) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int64_t row_groups = (a.head_dim + kScanRows - 1) / kScanRows;
+    const int64_t unit = int64_t(blockIdx.x) * kScanWarps + threadIdx.x / kWarpSize;
+    if (unit >= a.heads * row_groups) return;
+    const int64_t h = unit / row_groups, p0 = (unit % row_groups) * kScanRows;
+    const int64_t g = h / (a.heads / a.groups), inner = a.heads * a.head_dim, ns = a.state_size, pieces = ns / 4;
+    float4* state = reinterpret_cast<float4*>(a.state + (h * a.head_dim + p0) * ns);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 s[kScanRows][CH];
+#pragma unroll
+    for (int r = 0; r < kScanRows; ++r) {
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            const int64_t piece = lane + c * kWarpSize;
+            s[r][c] = p0 + r < a.head_dim && piece < pieces ? state[r * pieces + piece] : zero;
         }
-        const float q_inv = 1.0f / sqrtf(block_sum(q_sum, shared) + 1e-6f);
-        const float k_inv = 1.0f / sqrtf(block_sum(k_sum, shared) + 1e-6f);
-        for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) {
-            qk[i] = q_raw[i] * q_inv * q_scale;
-            qk[dk + i] = k_raw[i] * k_inv;
-        }
-        __syncthreads();
-        const float g = a.neg_exp_a_log[h] * softplus(a.a[t * a.a_stride + h] + a.dt_bias[h]);
-        const float beta = sigmoid(a.b[t * a.b_stride + h]);
-        const float decay = expf(g);
-        if (owns_column) {
-            const float v = row[2 * a.k_heads * dk + h * a.v_dim + j];
-            float kv = 0.0f;
-            for (int64_t i = 0; i < dk; ++i) {
-                column[i] *= decay;
-                kv += column[i] * qk[dk + i];
-            }
-            const float delta = beta * (v - kv);
-            float o = 0.0f;
-            for (int64_t i = 0; i < dk; ++i) {
-                column[i] += qk[dk + i] * delta;
-                o += column[i] * qk[i];
-            }
-            a.out[t * a.v_heads * a.v_dim + h * a.v_dim + j] = o;
-        }
-        __syncthreads();  // q and k of the next token overwrite these
     }
-    if (owns_column) {
-        for (int64_t i = 0; i < dk; ++i) state[i * a.v_dim + j] = column[i];
+    const float a_h = a.a[h], d_h = a.d[h], bias_h = a.dt_bias[h];
+    for (int64_t t = 0; t < a.n; ++t) {
+        float dt = softplus(a.dt[t * a.dt_stride + h] + bias_h);
+        dt = fminf(fmaxf(dt, a.dt_min), a.dt_max);
+        const float decay = expf(dt * a_h);
+        const float* row = a.x + t * a.x_stride;
+        const float* b = row + inner + g * ns;
+        const float* c_row = row + inner + a.groups * ns + g * ns;
+        float4 bv[CH], cv[CH];
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            const int64_t piece = lane + c * kWarpSize;
+            bv[c] = zero;
+            cv[c] = zero;
+            if (piece < pieces) {
+                const int64_t k = 4 * piece;
+                bv[c] = make_float4(b[k], b[k + 1], b[k + 2], b[k + 3]);
+                cv[c] = make_float4(c_row[k], c_row[k + 1], c_row[k + 2], c_row[k + 3]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < kScanRows; ++r) {
+            if (p0 + r >= a.head_dim) break;
+            const float xp = row[h * a.head_dim + p0 + r];
+            const float dx = dt * xp;
+            float partial = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                float4& v = s[r][c];
+                v.x = v.x * decay + dx * bv[c].x;
+                v.y = v.y * decay + dx * bv[c].y;
+                v.z = v.z * decay + dx * bv[c].z;
+                v.w = v.w * decay + dx * bv[c].w;
+                partial += v.x * cv[c].x + v.y * cv[c].y + v.z * cv[c].z + v.w * cv[c].w;
+            }
+            const float y = warp_sum(partial);
+            if (lane == 0) a.y[t * inner + h * a.head_dim + p0 + r] = y + d_h * xp;
+            if (a.state_history != nullptr) {
+                float4* history =
+                    reinterpret_cast<float4*>(a.state_history + ((t * a.heads + h) * a.head_dim + p0 + r) * ns);
+#pragma unroll
+                for (int c = 0; c < CH; ++c) {
+                    const int64_t piece = lane + c * kWarpSize;
+                    if (piece < pieces) history[piece] = s[r][c];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kScanRows; ++r) {
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            const int64_t piece = lane + c * kWarpSize;
+            if (p0 + r < a.head_dim && piece < pieces) state[r * pieces + piece] = s[r][c];
+        }
+    }
+}
+
+// Gated delta rule: block (v-head h, slice of kDeltaColumns value columns), lane = column, warp w
+// holding key rows w, w + kDeltaWarps, … of the slice in registers (ROWS of them), so the state is
+// read once and written once per call in coalesced 128-byte rows and stays on chip between tokens.
+// Per token both Sᵀk and Sᵀq come from the state before the token, in one cross-warp reduction
+// through shared memory: with S' = e^g·S + k ⊗ δ,
+//   Sᵀk after the decay = e^g·(Sᵀk),   δ = β(v − e^g·Sᵀk),   o = S'ᵀq = e^g·(Sᵀq) + δ·(k·q).
+// The token's q and k (and their norms) go through shared memory, double-buffered by token parity
+// so two barriers per token suffice; the next token's inputs are loaded while this one is worked.
+constexpr int kDeltaWarps = 8;
+constexpr int kDeltaThreads = kDeltaWarps * kWarpSize;
+constexpr int kDeltaColumns = kWarpSize;
+
+struct DeltaInputs {
+    float q = 0.0f, k = 0.0f, v = 0.0f, a = 0.0f, b = 0.0f;
+};
+
+template <int ROWS>
+__global__ void __launch_bounds__(kDeltaThreads) gated_delta_rule_kernel(GatedDeltaArgs a) {
+    constexpr int kKeys = kDeltaWarps * ROWS;  // at least k_dim; the rows beyond it stay zero
+    __shared__ float q_shared[2][kKeys], k_shared[2][kKeys];
+    __shared__ float3 norms[2][kDeltaWarps];  // per warp: Σq², Σk², Σq·k of the raw vectors
+    __shared__ float2 reduced[2][kDeltaWarps][kWarpSize];  // per warp and column: its rows' Sᵀk, Sᵀq
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, tid = threadIdx.x;
+    const int64_t slices = (a.v_dim + kDeltaColumns - 1) / kDeltaColumns;
+    const int64_t h = blockIdx.x / slices, column = (blockIdx.x % slices) * kDeltaColumns + lane;
+    const int64_t dk = a.k_dim, dv = a.v_dim, kh = h / (a.v_heads / a.k_heads);
+    const bool owns_column = column < dv;
+    float* state = a.state + h * dk * dv + column;
+
+    float s[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int64_t i = warp + r * kDeltaWarps;
+        s[r] = owns_column && i < dk ? state[i * dv] : 0.0f;
+    }
+
+    // Thread tid reads element tid of the token's q and k, and its column's v; all read a and b.
+    auto load = [&](int64_t t) {
+        DeltaInputs in;
+        const float* row = a.qkv + t * a.qkv_stride;
+        if (tid < dk) {
+            in.q = row[kh * dk + tid];
+            in.k = row[a.k_heads * dk + kh * dk + tid];
+        }
+        if (owns_column) in.v = row[2 * a.k_heads * dk + h * dv + column];
+        in.a = a.a[t * a.a_stride + h];
+        in.b = a.b[t * a.b_stride + h];
+        return in;
+    };
+    const float q_scale = rsqrtf(float(dk));
+    const float neg_exp_a_log = a.neg_exp_a_log[h], dt_bias = a.dt_bias[h];
+    DeltaInputs next = load(0);
+    for (int64_t t = 0; t < a.n; ++t) {
+        const int buf = int(t & 1);
+        const DeltaInputs in = next;
+        if (t + 1 < a.n) next = load(t + 1);
+
+        if (tid < kKeys) {
+            q_shared[buf][tid] = in.q;
+            k_shared[buf][tid] = in.k;
+        }
+        const float qq = warp_sum(in.q * in.q), kk = warp_sum(in.k * in.k), qk = warp_sum(in.q * in.k);
+        if (lane == 0) norms[buf][warp] = make_float3(qq, kk, qk);
+        __syncthreads();
+
+        float3 total = make_float3(0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int w = 0; w < kDeltaWarps; ++w) {
+            const float3 part = norms[buf][w];
+            total.x += part.x;
+            total.y += part.y;
+            total.z += part.z;
+        }
+        const float q_norm = 1.0f / sqrtf(total.x + 1e-6f) * q_scale;  // q = raw q · q_norm
+        const float k_norm = 1.0f / sqrtf(total.y + 1e-6f);            // k = raw k · k_norm
+        const float kq = total.z * q_norm * k_norm;
+        const float decay = expf(neg_exp_a_log * softplus(in.a + dt_bias));
+        const float beta = sigmoid(in.b);
+
+        float sk = 0.0f, sq = 0.0f;  // over this thread's rows, with the raw k and q
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            const int i = warp + r * kDeltaWarps;
+            sk = fmaf(s[r], k_shared[buf][i], sk);
+            sq = fmaf(s[r], q_shared[buf][i], sq);
+        }
+        reduced[buf][warp][lane] = make_float2(sk, sq);
+        __syncthreads();
+
+        float2 sum = make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (int w = 0; w < kDeltaWarps; ++w) {
+            const float2 part = reduced[buf][w][lane];
+            sum.x += part.x;
+            sum.y += part.y;
+        }
+        const float delta = beta * (in.v - decay * (sum.x * k_norm));
+        if (warp == 0 && owns_column) a.out[(t * a.v_heads + h) * dv + column] = decay * (sum.y * q_norm) + delta * kq;
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            const int i = warp + r * kDeltaWarps;
+            s[r] = fmaf(k_shared[buf][i] * k_norm, delta, s[r] * decay);
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int64_t i = warp + r * kDeltaWarps;
+        if (owns_column && i < dk) state[i * dv] = s[r];
     }
 }
 
@@ -160,18 +309,43 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream) {
     const int64_t pairs = args.heads * args.head_dim;
     if (pairs == 0 || args.n == 0) return;
+    const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const int64_t ns = args.state_size;
+    if (ns > 0 && ns % 4 == 0 && ns <= 8 * kWarpSize && aligned(args.state) &&
+        (args.state_history == nullptr || aligned(args.state_history))) {
+        const int64_t units = args.heads * ((args.head_dim + kScanRows - 1) / kScanRows);
+        const auto blocks = static_cast<unsigned>((units + kScanWarps - 1) / kScanWarps);
+        if (ns <= 4 * kWarpSize) {
+            ssm_scan_registers_kernel<1><<<blocks, kScanWarps * kWarpSize, 0, stream>>>(args);
+        } else {
+            ssm_scan_registers_kernel<2><<<blocks, kScanWarps * kWarpSize, 0, stream>>>(args);
+        }
+        DUET_CUDA_CHECK_LAUNCH("ssm_scan_registers_kernel");
+        return;
+    }
     constexpr int kWarps = 4;
     ssm_scan_kernel<<<static_cast<unsigned>((pairs + kWarps - 1) / kWarps), kWarps * kWarpSize, 0, stream>>>(args);
     DUET_CUDA_CHECK_LAUNCH("ssm_scan_kernel");
 }
 
 void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream) {
-    require(args.k_dim <= kMaxDeltaKeyDim, "gated_delta_rule: key head dim ", args.k_dim, " exceeds ",
-            kMaxDeltaKeyDim);
-    if (args.n == 0 || args.v_heads == 0) return;
-    const int threads = static_cast<int>(((args.v_dim + kWarpSize - 1) / kWarpSize) * kWarpSize);
-    gated_delta_rule_kernel<<<static_cast<unsigned>(args.v_heads), threads,
-                              static_cast<size_t>(2 * args.k_dim) * sizeof(float), stream>>>(args);
+    require(args.k_dim >= 1 && args.k_dim <= kMaxDeltaKeyDim, "gated_delta_rule: key head dim ", args.k_dim,
+            " is outside 1..", kMaxDeltaKeyDim);
+    if (args.n == 0 || args.v_heads == 0 || args.v_dim == 0) return;
+    const auto blocks =
+        static_cast<unsigned>(args.v_heads * ((args.v_dim + kDeltaColumns - 1) / kDeltaColumns));
+    const int64_t rows = (args.k_dim + kDeltaWarps - 1) / kDeltaWarps;
+    if (rows <= 2) {
+        gated_delta_rule_kernel<2><<<blocks, kDeltaThreads, 0, stream>>>(args);
+    } else if (rows <= 4) {
+        gated_delta_rule_kernel<4><<<blocks, kDeltaThreads, 0, stream>>>(args);
+    } else if (rows <= 8) {
+        gated_delta_rule_kernel<8><<<blocks, kDeltaThreads, 0, stream>>>(args);
+    } else if (rows <= 16) {
+        gated_delta_rule_kernel<16><<<blocks, kDeltaThreads, 0, stream>>>(args);
+    } else {
+        gated_delta_rule_kernel<32><<<blocks, kDeltaThreads, 0, stream>>>(args);
+    }
     DUET_CUDA_CHECK_LAUNCH("gated_delta_rule_kernel");
 }
 
