@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -298,6 +299,96 @@ TEST_F(CudaBackendOps, AttentionOverACacheWithGqa) {
                     b.attention(a);
                 },
                 1e-5, "attention");
+}
+
+// Attention with the position in backend memory, as a recorded decode step runs it: every
+// position up to the cache's capacity, GQA groups of 1, 4 and 8 heads, head sizes 64 to 256. The
+// host's pos is left stale, so only the device position can give the right answer.
+TEST_F(CudaBackendOps, AttentionReadsItsPositionOnTheDevice) {
+    const int64_t capacity = 8192, kv = 2;
+    Backend* backends[2] = {cpu_.get(), gpu_.get()};
+    for (int64_t hd : {int64_t(64), int64_t(128), int64_t(256)}) {
+        const std::vector<float> keys = random_values(rng_, capacity * kv * hd);
+        const std::vector<float> values = random_values(rng_, capacity * kv * hd);
+        Buffer k_cache[2], v_cache[2], at[2];
+        for (int which = 0; which < 2; ++which) {
+            Backend& b = *backends[which];
+            k_cache[which] = b.alloc(keys.size());
+            v_cache[which] = b.alloc(values.size());
+            at[which] = b.alloc(1);
+            b.upload(k_cache[which].data(), keys.data(), keys.size());
+            b.upload(v_cache[which].data(), values.data(), values.size());
+        }
+        for (int64_t ratio : {int64_t(1), int64_t(4), int64_t(8)}) {
+            for (int64_t n : {int64_t(1), int64_t(2), int64_t(5)}) {
+                for (int32_t pos : {0, 1, 700, 5000}) {
+                    const int64_t heads = kv * ratio;
+                    const std::vector<float> q = random_values(rng_, n * heads * hd, -2.0f, 2.0f);
+                    std::vector<float> results[2];
+                    for (int which = 0; which < 2; ++which) {
+                        Backend& b = *backends[which];
+                        Buffer q_buffer = b.alloc(q.size()), out = b.alloc(q.size());
+                        b.upload(q_buffer.data(), q.data(), q.size());
+                        int32_t* position = at[which].ints();
+                        b.upload_ints(position, &pos, 1);
+                        AttentionArgs a;
+                        a.n = n;
+                        a.pos = pos == 0 ? 33 : 0;  // stale
+                        a.position = position;
+                        a.capacity = capacity;
+                        a.heads = heads;
+                        a.kv_heads = kv;
+                        a.head_dim = hd;
+                        a.scale = 1.0f / std::sqrt(float(hd));
+                        a.q = q_buffer.data();
+                        a.k_cache = k_cache[which].data();
+                        a.v_cache = v_cache[which].data();
+                        a.out = out.data();
+                        b.attention(a);
+                        results[which].resize(q.size());
+                        b.download(results[which].data(), out.data(), q.size());
+                    }
+                    EXPECT_LE(relative_error(results[1], results[0]), 1e-5)
+                        << "attention at device position " << pos << ", n " << n << ", " << heads << " heads over "
+                        << kv << ", head_dim " << hd;
+                }
+            }
+        }
+    }
+}
+
+// Without a device position: one token deep in the cache (split over the context), a long prompt
+// (one block per token and head group, no scratch), groups of 5 heads (rows left over in a block),
+// head sizes that are not multiples of 4 (4-byte copies) or need a block per half group (320, 512).
+TEST_F(CudaBackendOps, AttentionOneTokenDeepLongPromptsAndOddShapes) {
+    struct Case {
+        int64_t n, pos, heads, kv, hd;
+    };
+    for (const Case& c : {Case{1, 3000, 8, 2, 128}, Case{40, 300, 8, 2, 128}, Case{7, 0, 8, 2, 128},
+                          Case{2, 900, 10, 2, 18}, Case{1, 2000, 10, 2, 80}, Case{3, 100, 4, 4, 512},
+                          Case{1, 700, 32, 4, 320}}) {
+        const int64_t n = c.n, pos = c.pos, heads = c.heads, kv = c.kv, hd = c.hd, cap = pos + n;
+        SCOPED_TRACE(::testing::Message() << "n " << n << ", pos " << pos << ", " << heads << " heads over " << kv
+                                          << ", head_dim " << hd);
+        expect_same({random_values(rng_, n * heads * hd, -2.0f, 2.0f), random_values(rng_, cap * kv * hd),
+                     random_values(rng_, cap * kv * hd), std::vector<float>(n * heads * hd)},
+                    {3},
+                    [&](Backend& b, std::vector<float*> p) {
+                        AttentionArgs a;
+                        a.n = n;
+                        a.pos = pos;
+                        a.heads = heads;
+                        a.kv_heads = kv;
+                        a.head_dim = hd;
+                        a.scale = 1.0f / std::sqrt(float(hd));
+                        a.q = p[0];
+                        a.k_cache = p[1];
+                        a.v_cache = p[2];
+                        a.out = p[3];
+                        b.attention(a);
+                    },
+                    1e-5, "attention without a device position");
+    }
 }
 
 TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
