@@ -24,7 +24,8 @@ void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream);
 // out[t] = (accumulate ? out[t] : 0) + Σ_j table[ids[t·per_row + j]] (ids < 0 skipped), × row_scale[t] when given.
 void sum_embeddings(const void* table, WeightType type, int64_t cols, const int32_t* ids, int64_t per_row,
                     int64_t n, bool accumulate, const float* row_scale, float* out, cudaStream_t stream);
-// Backend::gather_embeddings; row_scale (device, [n]) replaces gather.scale when given.
+// Backend::gather_embeddings; row_scale (device, [n]), when given, replaces gather.scale and, as in
+// sum_embeddings, multiplies the whole row (what it held included) after the sum.
 void gather_embeddings(const void* table, WeightType type, int64_t cols, const EmbeddingGather& gather,
                        const float* row_scale, int64_t n, float* out, cudaStream_t stream);
 // Backend::store_rows.

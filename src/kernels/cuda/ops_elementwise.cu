@@ -49,8 +49,12 @@ __global__ void gather_embeddings_kernel(const void* table, WeightType type, int
         const int32_t id = g.ids[t * g.per_row + j];
         if (id >= 0) sum += load_weight(table, type, (g.first_row + j * g.row_step + id) * cols + c);
     }
-    sum *= row_scale != nullptr ? row_scale[t] : g.scale;
-    out[i] = g.accumulate ? out[i] + sum : sum;
+    if (row_scale != nullptr) {
+        // sum_embeddings: the whole row, what it held included, times the row's scale.
+        out[i] = ((g.accumulate ? out[i] : 0.0f) + sum) * row_scale[t];
+    } else {
+        out[i] = g.accumulate ? out[i] + g.scale * sum : g.scale * sum;
+    }
 }
 
 __global__ void store_rows_kernel(float* table, int64_t width, int64_t first, const int32_t* first_at,
