@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -228,6 +229,78 @@ TEST_F(CudaBackendOps, HeadNormRopeGatesBothStyles) {
                 1e-5, "head gates");
 }
 
+TEST_F(CudaBackendOps, HeadNormRopeReadsItsPositionOnTheDevice) {
+    const int64_t n = 3, heads = 4, hd = 64;
+    const std::vector<float> w = random_values(rng_, hd, 0.5f, 1.5f);
+    for (RopeStyle style : {RopeStyle::RotateHalf, RopeStyle::Interleaved}) {
+        for (int64_t rotary : {int64_t(64), int64_t(32)}) {
+            for (int32_t pos : {0, 1, 700, 5000}) {
+                expect_same({random_values(rng_, n * heads * hd, -2, 2)}, {0},
+                            [&](Backend& b, std::vector<float*> p) {
+                                Buffer at = b.alloc(1);
+                                int32_t* position = at.ints();
+                                b.upload_ints(position, &pos, 1);
+                                HeadNormRopeArgs a;
+                                a.n = n;
+                                a.heads = heads;
+                                a.head_dim = hd;
+                                a.x = p[0];
+                                a.x_row_stride = heads * hd;
+                                a.x_head_stride = hd;
+                                a.norm_weight = w.data();
+                                a.eps = 1e-6f;
+                                a.pos = pos == 0 ? 9 : 0;  // stale: the device position rules
+                                a.position = position;
+                                a.rotary_dim = rotary;
+                                a.theta = rotary == 64 ? 1e4f : 1e7f;
+                                a.style = style;
+                                a.out = p[0];  // in place
+                                a.out_row_stride = heads * hd;
+                                b.head_rmsnorm_rope(a);
+                            },
+                            1e-5, "head rmsnorm rope at a device position");
+            }
+        }
+    }
+}
+
+TEST_F(CudaBackendOps, SelectiveScanOneTokenAndManyWithHistory) {
+    // Nemotron-H's shape, fewer heads; 18 states take the general kernel.
+    for (int64_t ns : {int64_t(128), int64_t(18)}) {
+        for (int64_t n : {int64_t(1), int64_t(40)}) {
+            const int64_t heads = 8, hd = 64, groups = 2, width = heads * hd + 2 * groups * ns;
+            const std::vector<float> dt_bias = random_values(rng_, heads), a = random_values(rng_, heads, -2.0f, -0.5f),
+                                     d = random_values(rng_, heads);
+            expect_same({random_values(rng_, n * width), random_values(rng_, n * heads),
+                         random_values(rng_, heads * hd * ns), std::vector<float>(n * heads * hd),
+                         std::vector<float>(n * heads * hd * ns)},
+                        {2, 3, 4},
+                        [&](Backend& b, std::vector<float*> p) {
+                            SsmScanArgs s;
+                            s.n = n;
+                            s.heads = heads;
+                            s.head_dim = hd;
+                            s.groups = groups;
+                            s.state_size = ns;
+                            s.x = p[0];
+                            s.x_stride = width;
+                            s.dt = p[1];
+                            s.dt_stride = heads;
+                            s.dt_bias = dt_bias.data();
+                            s.a = a.data();
+                            s.d = d.data();
+                            s.dt_min = 0.001f;
+                            s.dt_max = 0.5f;
+                            s.state = p[2];
+                            s.y = p[3];
+                            s.state_history = p[4];
+                            b.ssm_scan(s);
+                        },
+                        1e-5, ns == 128 ? "ssm scan, 128 states" : "ssm scan, 18 states");
+        }
+    }
+}
+
 TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
     const int64_t n = 6, channels = 70, kernel = 4;
     const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels);
@@ -292,6 +365,96 @@ TEST_F(CudaBackendOps, AttentionOverACacheWithGqa) {
                 1e-5, "attention");
 }
 
+// Attention with the position in backend memory, as a recorded decode step runs it: every
+// position up to the cache's capacity, GQA groups of 1, 4 and 8 heads, head sizes 64 to 256. The
+// host's pos is left stale, so only the device position can give the right answer.
+TEST_F(CudaBackendOps, AttentionReadsItsPositionOnTheDevice) {
+    const int64_t capacity = 8192, kv = 2;
+    Backend* backends[2] = {cpu_.get(), gpu_.get()};
+    for (int64_t hd : {int64_t(64), int64_t(128), int64_t(256)}) {
+        const std::vector<float> keys = random_values(rng_, capacity * kv * hd);
+        const std::vector<float> values = random_values(rng_, capacity * kv * hd);
+        Buffer k_cache[2], v_cache[2], at[2];
+        for (int which = 0; which < 2; ++which) {
+            Backend& b = *backends[which];
+            k_cache[which] = b.alloc(keys.size());
+            v_cache[which] = b.alloc(values.size());
+            at[which] = b.alloc(1);
+            b.upload(k_cache[which].data(), keys.data(), keys.size());
+            b.upload(v_cache[which].data(), values.data(), values.size());
+        }
+        for (int64_t ratio : {int64_t(1), int64_t(4), int64_t(8)}) {
+            for (int64_t n : {int64_t(1), int64_t(2), int64_t(5)}) {
+                for (int32_t pos : {0, 1, 700, 5000}) {
+                    const int64_t heads = kv * ratio;
+                    const std::vector<float> q = random_values(rng_, n * heads * hd, -2.0f, 2.0f);
+                    std::vector<float> results[2];
+                    for (int which = 0; which < 2; ++which) {
+                        Backend& b = *backends[which];
+                        Buffer q_buffer = b.alloc(q.size()), out = b.alloc(q.size());
+                        b.upload(q_buffer.data(), q.data(), q.size());
+                        int32_t* position = at[which].ints();
+                        b.upload_ints(position, &pos, 1);
+                        AttentionArgs a;
+                        a.n = n;
+                        a.pos = pos == 0 ? 33 : 0;  // stale
+                        a.position = position;
+                        a.capacity = capacity;
+                        a.heads = heads;
+                        a.kv_heads = kv;
+                        a.head_dim = hd;
+                        a.scale = 1.0f / std::sqrt(float(hd));
+                        a.q = q_buffer.data();
+                        a.k_cache = k_cache[which].data();
+                        a.v_cache = v_cache[which].data();
+                        a.out = out.data();
+                        b.attention(a);
+                        results[which].resize(q.size());
+                        b.download(results[which].data(), out.data(), q.size());
+                    }
+                    EXPECT_LE(relative_error(results[1], results[0]), 1e-5)
+                        << "attention at device position " << pos << ", n " << n << ", " << heads << " heads over "
+                        << kv << ", head_dim " << hd;
+                }
+            }
+        }
+    }
+}
+
+// Without a device position: one token deep in the cache (split over the context), a long prompt
+// (one block per token and head group, no scratch), groups of 5 heads (rows left over in a block),
+// head sizes that are not multiples of 4 (4-byte copies) or need a block per half group (320, 512).
+TEST_F(CudaBackendOps, AttentionOneTokenDeepLongPromptsAndOddShapes) {
+    struct Case {
+        int64_t n, pos, heads, kv, hd;
+    };
+    for (const Case& c : {Case{1, 3000, 8, 2, 128}, Case{40, 300, 8, 2, 128}, Case{7, 0, 8, 2, 128},
+                          Case{2, 900, 10, 2, 18}, Case{1, 2000, 10, 2, 80}, Case{3, 100, 4, 4, 512},
+                          Case{1, 700, 32, 4, 320}}) {
+        const int64_t n = c.n, pos = c.pos, heads = c.heads, kv = c.kv, hd = c.hd, cap = pos + n;
+        SCOPED_TRACE(::testing::Message() << "n " << n << ", pos " << pos << ", " << heads << " heads over " << kv
+                                          << ", head_dim " << hd);
+        expect_same({random_values(rng_, n * heads * hd, -2.0f, 2.0f), random_values(rng_, cap * kv * hd),
+                     random_values(rng_, cap * kv * hd), std::vector<float>(n * heads * hd)},
+                    {3},
+                    [&](Backend& b, std::vector<float*> p) {
+                        AttentionArgs a;
+                        a.n = n;
+                        a.pos = pos;
+                        a.heads = heads;
+                        a.kv_heads = kv;
+                        a.head_dim = hd;
+                        a.scale = 1.0f / std::sqrt(float(hd));
+                        a.q = p[0];
+                        a.k_cache = p[1];
+                        a.v_cache = p[2];
+                        a.out = p[3];
+                        b.attention(a);
+                    },
+                    1e-5, "attention without a device position");
+    }
+}
+
 TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
     const int64_t kh = 2, vh = 4, dk = 16, dv = 16, width = 2 * kh * dk + vh * dv;
     const std::vector<float> neg = random_values(rng_, vh, -3.0f, -0.5f), dt_bias = random_values(rng_, vh);
@@ -320,6 +483,40 @@ TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
                         b.gated_delta_rule(g);
                     },
                     1e-4, n == 1 ? "delta rule, one token" : "delta rule, chunked on the CPU");
+    }
+}
+
+// Qwen3.5's head sizes (128) and half of them, two v-heads per k-head, 1, 3 and 70 tokens.
+TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
+    for (int64_t dim : {int64_t(128), int64_t(64)}) {
+        const int64_t kh = 2, vh = 4, dk = dim, dv = dim, width = 2 * kh * dk + vh * dv;
+        const std::vector<float> neg = random_values(rng_, vh, -3.0f, -0.5f), dt_bias = random_values(rng_, vh);
+        for (int64_t n : {int64_t(1), int64_t(3), int64_t(70)}) {
+            expect_same({random_values(rng_, n * width), random_values(rng_, n * vh), random_values(rng_, n * vh),
+                         random_values(rng_, vh * dk * dv, -0.1f, 0.1f), std::vector<float>(n * vh * dv)},
+                        {3, 4},
+                        [&](Backend& b, std::vector<float*> p) {
+                            GatedDeltaArgs g;
+                            g.n = n;
+                            g.k_heads = kh;
+                            g.v_heads = vh;
+                            g.k_dim = dk;
+                            g.v_dim = dv;
+                            g.qkv = p[0];
+                            g.qkv_stride = width;
+                            g.a = p[1];
+                            g.a_stride = vh;
+                            g.b = p[2];
+                            g.b_stride = vh;
+                            g.neg_exp_a_log = neg.data();
+                            g.dt_bias = dt_bias.data();
+                            g.state = p[3];
+                            g.out = p[4];
+                            g.chunk = n > 64 ? 64 : 0;
+                            b.gated_delta_rule(g);
+                        },
+                        1e-4, "delta rule at model head sizes");
+        }
     }
 }
 

@@ -369,8 +369,9 @@ public:
     }
     void attention(const AttentionArgs& args) override {
         Timed timed(*this, "attention");
-        float* scores = scratch(scores_, static_cast<size_t>(args.n * args.heads * (args.pos + args.n)));
-        cuda::attention(args, scores, stream_);
+        // Sized by the capacity when the position is read on the device: the same at every step.
+        float* partial = scratch(scores_, cuda::attention_scratch_floats(args));
+        cuda::attention(args, partial, stream_);
     }
     void gated_delta_rule(const GatedDeltaArgs& args) override {
         Timed timed(*this, "gated_delta_rule");

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/backend.h"
@@ -23,7 +24,8 @@ void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream);
 // out[t] = (accumulate ? out[t] : 0) + Σ_j table[ids[t·per_row + j]] (ids < 0 skipped), × row_scale[t] when given.
 void sum_embeddings(const void* table, WeightType type, int64_t cols, const int32_t* ids, int64_t per_row,
                     int64_t n, bool accumulate, const float* row_scale, float* out, cudaStream_t stream);
-// Backend::gather_embeddings; row_scale (device, [n]) replaces gather.scale when given.
+// Backend::gather_embeddings; row_scale (device, [n]), when given, replaces gather.scale and, as in
+// sum_embeddings, multiplies the whole row (what it held included) after the sum.
 void gather_embeddings(const void* table, WeightType type, int64_t cols, const EmbeddingGather& gather,
                        const float* row_scale, int64_t n, float* out, cudaStream_t stream);
 // Backend::store_rows.
@@ -79,10 +81,15 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
                         cudaStream_t stream);
 // dt_bias, a, d: device.
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream);
-// neg_exp_a_log, dt_bias: device. Always the recurrence (equal to the chunked form up to rounding).
+// neg_exp_a_log, dt_bias: device. Always the recurrence (equal to the chunked form up to rounding);
+// k_dim at most 256.
 void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream);
-// scores: scratch of n · heads · (pos + n) floats.
-void attention(const AttentionArgs& args, float* scores, cudaStream_t stream);
+// The scratch floats attention(args, …) needs (0: none). With args.position set it depends on
+// args.capacity, never on the position, so one buffer serves a recorded step at every position.
+size_t attention_scratch_floats(const AttentionArgs& args);
+// scratch: attention_scratch_floats(args) floats. head_dim at most 512. With args.position set the
+// position is read on the device and the launch is the same at every position.
+void attention(const AttentionArgs& args, float* scratch, cudaStream_t stream);
 
 // --- expert routing ----------------------------------------------------------------------------
 // Per token: the top_k experts and their weights, as the CPU's route_sigmoid_topk / route_softmax_topk.

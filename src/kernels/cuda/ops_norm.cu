@@ -37,11 +37,13 @@ __global__ void gated_group_rmsnorm_kernel(float* y, const float* z, int64_t z_s
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) row[i] = weight[g * width + i] * (row[i] * inv);
 }
 
-// Block (t, head): normalise the head, then rotate its leading rotary_dim values.
+// Block (t, head): normalise the head, then rotate its leading rotary_dim values. The position
+// comes from device memory when a.position is set, so a recorded launch replays at the current one.
 __global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
     extern __shared__ float head[];
     __shared__ float shared[32];
     const int64_t t = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
+    const int64_t pos = a.position != nullptr ? int64_t(*a.position) : a.pos;
     const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) sum += src[i] * src[i];
@@ -58,8 +60,11 @@ __global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
             const int64_t j = interleaved ? i / 2 : (i < half ? i : i - half);
             const bool first = interleaved ? (i % 2 == 0) : (i < half);
             const int64_t partner = interleaved ? (first ? i + 1 : i - 1) : (first ? i + half : i - half);
-            const float inv_freq = 1.0f / powf(a.theta, float(2 * j) / float(a.rotary_dim));
-            const float angle = float(a.pos + t) * inv_freq;
+            // theta^e rounded once from double, as the host's powf rounds it: at positions in the
+            // thousands an ulp of inv_freq moves the angle by more than the tests allow.
+            const float power = float(pow(double(a.theta), double(float(2 * j) / float(a.rotary_dim))));
+            const float inv_freq = 1.0f / power;
+            const float angle = float(pos + t) * inv_freq;
             const float c = cosf(angle), s = sinf(angle);
             value = first ? head[i] * c - head[partner] * s : head[i] * c + head[partner] * s;
         }
