@@ -11,14 +11,13 @@ GatedAttentionScratch::GatedAttentionScratch(Backend& b, const GatedAttentionSha
       queries(b.alloc(static_cast<size_t>(n * s.heads * s.head_dim))),
       attended(b.alloc(static_cast<size_t>(n * s.heads * s.head_dim))) {}
 
-void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttentionWeights& w, const float* xn,
-                     int64_t n, const StepPosition& at, float* keys, float* values, GatedAttentionScratch& sc,
-                     float* out) {
-    const int64_t hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
+void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttentionWeights& w, const NormedInput& xn,
+                     const StepPosition& at, float* keys, float* values, GatedAttentionScratch& sc, float* out) {
+    const int64_t n = xn.tokens(), hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
     float* query_and_gate = sc.query_and_gate.data();
-    b.matmul(w.q, xn, n, query_and_gate);
-    b.matmul(w.k, xn, n, sc.new_keys.data());
-    b.matmul(w.v, xn, n, sc.new_values.data());
+    xn.product(w.q, query_and_gate);
+    xn.product(w.k, sc.new_keys.data());
+    xn.product(w.v, sc.new_values.data());
     b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
 
     HeadNormRopeArgs r;

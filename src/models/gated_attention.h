@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "models/decode_step.h"
+#include "models/normed_input.h"
 
 namespace duet {
 
@@ -36,7 +37,7 @@ struct GatedAttentionScratch {
 // (out is the residual stream). The new keys and values are written into the caches' rows there
 // ([capacity, kv_heads · head_dim] each).
 void gated_attention(Backend& backend, const GatedAttentionShape& shape, const GatedAttentionWeights& w,
-                     const float* xn, int64_t n, const StepPosition& at, float* keys, float* values,
+                     const NormedInput& xn, const StepPosition& at, float* keys, float* values,
                      GatedAttentionScratch& scratch, float* out);
 
 }  // namespace duet

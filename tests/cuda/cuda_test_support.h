@@ -1,6 +1,7 @@
 // Shared pieces of the CUDA test suites.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -18,6 +19,12 @@ protected:
         if (device_count() == 0) {
             GTEST_SKIP() << "no CUDA device or driver on this machine";
         }
+    }
+    // A failed CUDA call whose error nobody read would surface in a later test: blame this one.
+    void TearDown() override {
+        if (device_count() == 0) return;
+        const cudaError_t pending = cudaGetLastError();
+        EXPECT_EQ(pending, cudaSuccess) << "CUDA error left unread: " << cudaGetErrorString(pending);
     }
 };
 

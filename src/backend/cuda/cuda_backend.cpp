@@ -488,11 +488,10 @@ private:
         std::array<uint8_t, 32> head{};
         std::memcpy(head.data(), host, std::min(bytes, head.size()));
         if (w.buffer.data() == nullptr || w.bytes != bytes || w.head != head) {
-            if (w.buffer.data() != nullptr) {  // the host address now holds other weights
-                DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
-                graphs_->forget_all();
-                expert_tables_.clear();
-            }
+            // The host address now holds other weights. Expert tables that list the old copy are
+            // made again when next used (expert_table compares their pointers); clearing them here
+            // would free a table the op under way has already been given.
+            if (w.buffer.data() != nullptr) retire(std::move(w.buffer));
             w.buffer = DeviceBuffer(bytes);
             DUET_CUDA_CHECK(cudaMemcpyAsync(w.buffer.data(), host, bytes, cudaMemcpyHostToDevice, stream_));
             w.bytes = bytes;
@@ -565,15 +564,32 @@ private:
         cuda::silu_mul(mid, up_scratch, slots * rows, stream_);
     }
 
-    // A device array of the experts' device pointers, made once per expert list.
+    // A device array of the experts' device pointers, made again whenever they change: memory freed
+    // by one model and given to the next can put another expert list at the same first address.
     const void* const* expert_table(const std::vector<MatrixView>& experts) {
-        DeviceBuffer& table = expert_tables_[experts.front().data];
-        if (table.data() == nullptr) {
-            std::vector<const void*> pointers;
-            for (const MatrixView& m : experts) pointers.push_back(device_weight(m.data, matrix_bytes(m)));
-            table = DeviceBuffer::from_vector(pointers);
+        std::vector<const void*> pointers;
+        pointers.reserve(experts.size());
+        for (const MatrixView& m : experts) pointers.push_back(device_weight(m.data, matrix_bytes(m)));
+        ExpertTable& table = expert_tables_[experts.front().data];
+        if (table.pointers != pointers) {
+            if (table.buffer.data() != nullptr) retire(std::move(table.buffer));
+            table.buffer = DeviceBuffer::from_vector(pointers);
+            table.pointers = std::move(pointers);
         }
-        return static_cast<const void* const*>(table.data());
+        return static_cast<const void* const*>(table.buffer.data());
+    }
+
+    // Frees `buffer` once nothing can read it: a recording under way is spoiled (it read the buffer);
+    // otherwise the stream is drained and recordings that may hold it are dropped.
+    void retire(DeviceBuffer buffer) {
+        if (graphs_->recording()) {
+            graphs_->spoil();
+            retired_.push_back(std::move(buffer));
+            return;
+        }
+        DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        retired_.clear();
+        graphs_->forget_all();
     }
 
     // Scratch that grows to the largest request; ops on one stream run in order, so reuse is safe.
@@ -581,14 +597,7 @@ private:
     // which is kept until the next growth outside a recording).
     float* scratch(DeviceBuffer& buffer, size_t count) {
         if (buffer.size_bytes() < count * sizeof(float)) {
-            if (graphs_->recording()) {
-                graphs_->spoil();
-                retired_.push_back(std::move(buffer));
-            } else {
-                DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be in use
-                retired_.clear();
-                graphs_->forget_all();
-            }
+            retire(std::move(buffer));  // the old buffer may still be in use
             buffer = DeviceBuffer(count * sizeof(float));
         }
         return buffer.as<float>();
@@ -617,7 +626,11 @@ private:
     std::vector<DeviceBuffer> retired_;
     OpTimes times_;
     std::unordered_map<const void*, DeviceWeight> weights_;
-    std::unordered_map<const void*, DeviceBuffer> expert_tables_;
+    struct ExpertTable {
+        std::vector<const void*> pointers;  // what `buffer` holds
+        DeviceBuffer buffer;
+    };
+    std::unordered_map<const void*, ExpertTable> expert_tables_;
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_hi_,
         group_lo_, fused_in_, fused_out_;

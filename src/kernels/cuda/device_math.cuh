@@ -48,7 +48,9 @@ __device__ __forceinline__ float dot8(uint4 w, float4 x_lo, float4 x_hi, float a
 }
 
 // What a product multiplies its weights with: x itself, or x times a norm's weights (the norm's
-// 1/rms is applied to the finished sum). load(k) gives the 8 values of 16-byte group k.
+// 1/rms is applied to the finished sum). load(k) gives the 8 values of 16-byte group k. A row's
+// lanes load every group of x between them, so NormedInput also sums x² on the way: reduced over
+// the row's lanes that is the norm's sum of squares, with no extra pass over x and no block barrier.
 struct PlainInput {
     const float4* __restrict__ x;
     __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
@@ -59,47 +61,62 @@ struct PlainInput {
 struct NormedInput {
     const float4* __restrict__ x;
     const float4* __restrict__ weight;
-    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+    float squares = 0.0f;  // Σ x² over the groups this lane loaded
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) {
         const float4 a = __ldg(x + 2 * k), b = __ldg(x + 2 * k + 1);
+        squares += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
         const float4 g = __ldg(weight + 2 * k), h = __ldg(weight + 2 * k + 1);
         lo = make_float4(a.x * g.x, a.y * g.y, a.z * g.z, a.w * g.w);
         hi = make_float4(b.x * h.x, b.y * h.y, b.z * h.z, b.w * h.w);
     }
 };
 
-// One warp's dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with an input: each
-// lane keeps four 16-byte weight loads in flight (the memory-bound decode's whole game); weights
-// are streamed once, so they are loaded evict-first while the input stays cached. start() requests
-// the first weights, which need nothing from earlier kernels, so a kernel launched early calls it
-// before wait_for_inputs(); finish() reads the input and returns the sum to every lane.
-class WarpRowDot {
+// The dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with an input, by a group of
+// kLanes consecutive lanes (a whole warp, or a part of one for short rows, so that every lane still
+// has loads to issue): each lane keeps four 16-byte weight loads in flight (the memory-bound
+// decode's whole game); weights are streamed once, so they are loaded evict-first while the input
+// stays cached. start() requests the first weights, which need nothing from earlier kernels, so a
+// kernel launched early calls it before wait_for_inputs(); finish() reads the input and returns the
+// sum to every lane of the group. Every lane of the warp must call finish() (the sum shuffles across
+// the warp): a group without a row starts with chunks = 0.
+template <int kLanes = kWarpSize>
+class RowDot {
+    static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32, "a row's lanes are 8, 16 or a whole warp");
+
 public:
     __device__ __forceinline__ void start(const uint4* __restrict__ w_row, int64_t chunks) {
         w_ = w_row;
         chunks_ = chunks;
-        c_ = threadIdx.x % kWarpSize;
+        c_ = threadIdx.x % kLanes;
         load_weights();
     }
     template <typename Input>
-    __device__ __forceinline__ float finish(const Input& input) {
+    __device__ __forceinline__ float finish(Input&& input) {
         float acc[kLoads] = {};
         while (c_ < chunks_) {
 #pragma unroll
             for (int u = 0; u < kLoads; ++u) {
-                const int64_t k = c_ + u * kWarpSize;
+                const int64_t k = c_ + u * kLanes;
                 if (k < chunks_) {
                     float4 lo, hi;
                     input.load(k, lo, hi);
                     acc[u] = dot8(wv_[u], lo, hi, acc[u]);
                 }
             }
-            c_ += kLoads * kWarpSize;
+            c_ += kLoads * kLanes;
             load_weights();
         }
         float sum = 0.0f;
 #pragma unroll
         for (int u = 0; u < kLoads; ++u) sum += acc[u];
-        return warp_sum(sum);
+        return group_sum(sum);
+    }
+
+    // Sum of `value` over the row's lanes; each of them gets it.
+    static __device__ __forceinline__ float group_sum(float value) {
+#pragma unroll
+        for (int offset = kLanes / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
+        return value;
     }
 
 private:
@@ -107,7 +124,7 @@ private:
     __device__ __forceinline__ void load_weights() {
 #pragma unroll
         for (int u = 0; u < kLoads; ++u) {
-            if (c_ + u * kWarpSize < chunks_) wv_[u] = __ldcs(w_ + c_ + u * kWarpSize);
+            if (c_ + u * kLanes < chunks_) wv_[u] = __ldcs(w_ + c_ + u * kLanes);
         }
     }
     const uint4* w_ = nullptr;
@@ -115,13 +132,9 @@ private:
     uint4 wv_[kLoads];
 };
 
-// The plain form: one warp's row · x, for kernels that need no early start.
-__device__ __forceinline__ float warp_row_dot_bf16x8(const uint4* __restrict__ w_row, const float4* __restrict__ x,
-                                                     int64_t chunks) {
-    WarpRowDot dot;
-    dot.start(w_row, chunks);
-    return dot.finish(PlainInput{x});
-}
+// Lanes per row for rows of `chunks` 16-byte groups: fewer for short rows, so each lane has at least
+// a few loads to keep in flight.
+inline int row_lanes(int64_t chunks) { return chunks >= 128 ? 32 : chunks >= 64 ? 16 : 8; }
 
 // Activations as PyTorch defines them (and the CPU kernels compute them).
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -140,6 +153,47 @@ __device__ __forceinline__ float block_sum(float value, float* shared) {
     float total = 0.0f;
     for (int w = 0; w < warps; ++w) total += shared[w];
     return total;
+}
+
+// This thread's share of the sum of x[i]² over a block's threads. Four loads are in flight before
+// the first is used, as float4 where x allows: a plain strided loop waits out one memory latency per
+// value, which made a norm over a few thousand values cost more than the product after it.
+__device__ __forceinline__ float thread_sum_squares(const float* __restrict__ x, int64_t count) {
+    float sum = 0.0f;
+    if (reinterpret_cast<uintptr_t>(x) % 16 == 0 && count % 4 == 0) {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        const int n4 = static_cast<int>(count / 4);
+#pragma unroll 4
+        for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+            const float4 v = __ldg(x4 + i);
+            sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    } else {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < static_cast<int>(count); i += blockDim.x) sum += x[i] * x[i];
+    }
+    return sum;
+}
+
+// out[i] = weight[i] · x[i] · scale over a block's threads (float4 where all three allow).
+__device__ __forceinline__ void scaled_product(const float* x, const float* __restrict__ weight, float scale,
+                                               int64_t count, float* out) {
+    if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(weight) | reinterpret_cast<uintptr_t>(out)) %
+                16 == 0 &&
+        count % 4 == 0) {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        const float4* w4 = reinterpret_cast<const float4*>(weight);
+        float4* o4 = reinterpret_cast<float4*>(out);
+        const int n4 = static_cast<int>(count / 4);
+#pragma unroll 4
+        for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+            const float4 v = x4[i], w = __ldg(w4 + i);
+            o4[i] = make_float4(w.x * (v.x * scale), w.y * (v.y * scale), w.z * (v.z * scale), w.w * (v.w * scale));
+        }
+    } else {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < static_cast<int>(count); i += blockDim.x) out[i] = weight[i] * (x[i] * scale);
+    }
 }
 
 // Maximum over a whole block, as block_sum.

@@ -23,32 +23,45 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 constexpr int kMinBlocksPerSm = 8;
 
-// Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each. With a norm weight the
-// input is RMS-normalised on the fly (each block sums x² itself: x is small and cached); with
-// `add` the result is added to y (a residual stream) instead of written.
-template <bool kNorm, bool kAdd>
+// Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each, kLanes lanes a row (see
+// RowDot). With a norm weight the input is RMS-normalised on the fly (the row's lanes sum x² as they
+// read it, see NormedInput); with `add` the result is added to y (a residual stream) instead of
+// written.
+template <bool kNorm, bool kAdd, int kLanes>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     matvec_bf16_vec8_kernel(const uint4* __restrict__ w, const float4* __restrict__ x,
                             const float4* __restrict__ norm_weight, float eps, float* __restrict__ y,
                             int64_t rows, int64_t chunks) {
-    __shared__ float shared[32];
-    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t row = (int64_t(blockIdx.x) * kThreadsPerBlock + threadIdx.x) / kLanes;
     const bool active = row < rows;
-    WarpRowDot dot;
-    if (active) dot.start(w + row * chunks, chunks);
+    RowDot<kLanes> dot;
+    dot.start(w + (active ? row : 0) * chunks, active ? chunks : 0);
     wait_for_inputs();
-    float scale = 1.0f;
+    float sum;
     if (kNorm) {
-        float sum_sq = 0.0f;
-        const float* xf = reinterpret_cast<const float*>(x);
-        for (int64_t i = threadIdx.x; i < chunks * 8; i += blockDim.x) sum_sq += xf[i] * xf[i];
-        scale = rsqrtf(block_sum(sum_sq, shared) / float(chunks * 8) + eps);
+        NormedInput input{x, norm_weight};
+        sum = dot.finish(input);
+        sum *= rsqrtf(RowDot<kLanes>::group_sum(input.squares) / float(chunks * 8) + eps);
+    } else {
+        sum = dot.finish(PlainInput{x});
     }
-    // The whole warp leaves together, so the shuffles inside see all 32 lanes.
-    if (!active) return;
-    const float sum = kNorm ? dot.finish(NormedInput{x, norm_weight}) * scale : dot.finish(PlainInput{x});
     allow_next_kernel();
-    if (threadIdx.x % kWarpSize == 0) y[row] = kAdd ? y[row] + sum : sum;
+    if (active && threadIdx.x % kLanes == 0) y[row] = kAdd ? y[row] + sum : sum;
+}
+
+template <int kLanes>
+void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, float eps, bool add, float* y,
+                 int64_t rows, int64_t chunks, cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
+    const bool norm = norm_weight != nullptr;
+    auto* kernel = norm ? (add ? matvec_bf16_vec8_kernel<true, true, kLanes>
+                               : matvec_bf16_vec8_kernel<true, false, kLanes>)
+                        : (add ? matvec_bf16_vec8_kernel<false, true, kLanes>
+                               : matvec_bf16_vec8_kernel<false, false, kLanes>);
+    launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream,
+                 "matvec_bf16_vec8_kernel", w, x, norm_weight, eps, y, rows, chunks);
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
@@ -90,23 +103,21 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
     require(y != nullptr, "matvec_bf16: null output pointer");
     require(cols == 0 || (w != nullptr && x != nullptr), "matvec_bf16: null input pointer");
 
-    const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows,
-            " rows exceed the grid limit");
-    const dim3 grid(static_cast<unsigned>(blocks));
-    const dim3 block(kThreadsPerBlock);
-
     if (matvec_bf16_fusable(w, x, norm_weight, cols)) {
         const auto* w4 = reinterpret_cast<const uint4*>(w);
         const auto* x4 = reinterpret_cast<const float4*>(x);
         const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
-        const bool norm = norm_weight != nullptr;
-        auto* kernel = norm ? (add ? matvec_bf16_vec8_kernel<true, true> : matvec_bf16_vec8_kernel<true, false>)
-                            : (add ? matvec_bf16_vec8_kernel<false, true> : matvec_bf16_vec8_kernel<false, false>);
-        launch_early(kernel, grid, block, 0, stream, "matvec_bf16_vec8_kernel", w4, x4, g4, eps, y, rows, cols / 8);
+        const int64_t chunks = cols / 8;
+        switch (row_lanes(chunks)) {
+            case 32: launch_vec8<32>(w4, x4, g4, eps, add, y, rows, chunks, stream); break;
+            case 16: launch_vec8<16>(w4, x4, g4, eps, add, y, rows, chunks, stream); break;
+            default: launch_vec8<8>(w4, x4, g4, eps, add, y, rows, chunks, stream); break;
+        }
     } else {
         require(norm_weight == nullptr && !add, "matvec_bf16: a fused norm or residual needs the vector path");
-        matvec_bf16_scalar_kernel<<<grid, block, 0, stream>>>(w, x, y, rows, cols);
+        const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+        require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
+        matvec_bf16_scalar_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(w, x, y, rows, cols);
         DUET_CUDA_CHECK_LAUNCH("matvec_bf16_scalar_kernel");
     }
 }

@@ -49,42 +49,49 @@ __global__ void gemv_rows_kernel(const W* __restrict__ w, int64_t rows, int64_t 
     row_dots(w + row * cols, x, cols, n, out + row, rows);
 }
 
-// bf16 experts with rows of whole 16-byte groups and aligned inputs: the vector path. Without
-// expert_of every slot uses experts[0]. With `relu2` the outputs are max(v, 0)².
-template <bool kRelu2>
+// bf16 experts with rows of whole 16-byte groups and aligned inputs: the vector path, kLanes lanes a
+// row (see RowDot). Without expert_of every slot uses experts[0]. With `relu2` the outputs are
+// max(v, 0)².
+template <bool kRelu2, int kLanes>
 __global__ void expert_gemv_bf16x8_kernel(const void* const* __restrict__ experts, int64_t rows, int64_t chunks,
                                           const int32_t* __restrict__ expert_of, const float* __restrict__ x,
                                           int64_t slots_per_input, float* __restrict__ out) {
-    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
     const int64_t slot = blockIdx.y;
-    if (row >= rows) return;
+    const bool active = row < rows;
     wait_for_inputs();  // the expert is chosen by the kernel before
     const int expert = expert_of != nullptr ? expert_of[slot] : 0;
-    const uint4* w = static_cast<const uint4*>(experts[expert]) + row * chunks;
+    RowDot<kLanes> dot;
+    dot.start(static_cast<const uint4*>(experts[expert]) + (active ? row : 0) * chunks, active ? chunks : 0);
     const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
-    float sum = warp_row_dot_bf16x8(w, xs, chunks);
+    float sum = dot.finish(PlainInput{xs});
     if (kRelu2) {
         sum = fmaxf(sum, 0.0f);
         sum *= sum;
     }
-    if (threadIdx.x % kWarpSize == 0) out[slot * rows + row] = sum;
+    if (active && threadIdx.x % kLanes == 0) out[slot * rows + row] = sum;
 }
 
-// The SwiGLU half of an expert in one pass: silu(gate_row · x) · (up_row · x), both rows read by
-// the same warp.
+// The SwiGLU half of an expert in one pass: silu(gate_row · x) · (up_row · x), both rows requested
+// before either is summed, so twice the loads are in flight.
+template <int kLanes>
 __global__ void expert_swiglu_bf16x8_kernel(const void* const* __restrict__ gates, const void* const* __restrict__ ups,
                                             int64_t rows, int64_t chunks, const int32_t* __restrict__ expert_of,
                                             const float* __restrict__ x, int64_t slots_per_input,
                                             float* __restrict__ out) {
-    const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
     const int64_t slot = blockIdx.y;
-    if (row >= rows) return;
+    const bool active = row < rows;
     wait_for_inputs();
     const int expert = expert_of != nullptr ? expert_of[slot] : 0;
-    const float4* xs = reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8);
-    const float g = warp_row_dot_bf16x8(static_cast<const uint4*>(gates[expert]) + row * chunks, xs, chunks);
-    const float u = warp_row_dot_bf16x8(static_cast<const uint4*>(ups[expert]) + row * chunks, xs, chunks);
-    if (threadIdx.x % kWarpSize == 0) out[slot * rows + row] = silu(g) * u;
+    const int64_t offset = (active ? row : 0) * chunks, count = active ? chunks : 0;
+    RowDot<kLanes> gate, up;
+    gate.start(static_cast<const uint4*>(gates[expert]) + offset, count);
+    up.start(static_cast<const uint4*>(ups[expert]) + offset, count);
+    const PlainInput input{reinterpret_cast<const float4*>(x + (slot / slots_per_input) * chunks * 8)};
+    const float g = gate.finish(input);
+    const float u = up.finish(input);
+    if (active && threadIdx.x % kLanes == 0) out[slot * rows + row] = silu(g) * u;
 }
 
 template <typename W>
@@ -128,18 +135,53 @@ bool vector_path(WeightType type, int64_t cols, const float* x) {
 
 }  // namespace
 
+// Grid of a vector-path expert launch: kLanes lanes a row, kWarpsPerBlock warps a block.
+template <int kLanes>
+dim3 expert_grid(int64_t rows, int64_t slots) {
+    constexpr int64_t kRowsPerBlock = kWarpsPerBlock * kWarpSize / kLanes;
+    return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(slots));
+}
+
+template <int kLanes>
+void launch_expert_gemv(const void* const* experts, int64_t rows, int64_t chunks, const int32_t* expert_of,
+                        const float* x, int64_t slots_per_input, int64_t slots, float* out, bool relu2_out,
+                        cudaStream_t stream) {
+    launch_early(relu2_out ? expert_gemv_bf16x8_kernel<true, kLanes> : expert_gemv_bf16x8_kernel<false, kLanes>,
+                 expert_grid<kLanes>(rows, slots), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+                 "expert_gemv_bf16x8_kernel", experts, rows, chunks, expert_of, x, slots_per_input, out);
+}
+
+template <int kLanes>
+void launch_expert_swiglu(const void* const* gates, const void* const* ups, int64_t rows, int64_t chunks,
+                          const int32_t* expert_of, const float* x, int64_t slots_per_input, int64_t slots, float* out,
+                          cudaStream_t stream) {
+    launch_early(expert_swiglu_bf16x8_kernel<kLanes>, expert_grid<kLanes>(rows, slots),
+                 dim3(kWarpsPerBlock * kWarpSize), 0, stream, "expert_swiglu_bf16x8_kernel", gates, ups, rows, chunks,
+                 expert_of, x, slots_per_input, out);
+}
+
 void expert_gemv(const void* const* experts, WeightType type, int64_t rows, int64_t cols, const int32_t* expert_of,
                  const float* x, int64_t slots_per_input, int64_t slots, float* out, cudaStream_t stream,
                  bool relu2_out) {
     if (slots == 0 || rows == 0) return;
     require(slots <= 65535, "expert_gemv: ", slots, " token-expert pairs exceed one launch's 65535");
-    const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
     if (vector_path(type, cols, x)) {
-        launch_early(relu2_out ? expert_gemv_bf16x8_kernel<true> : expert_gemv_bf16x8_kernel<false>, grid,
-                     dim3(kWarpsPerBlock * kWarpSize), 0, stream, "expert_gemv_bf16x8_kernel", experts, rows, cols / 8,
-                     expert_of, x, slots_per_input, out);
+        const int64_t chunks = cols / 8;
+        switch (row_lanes(chunks)) {
+            case 32: launch_expert_gemv<32>(experts, rows, chunks, expert_of, x, slots_per_input, slots, out, relu2_out,
+                                           stream);
+                break;
+            case 16: launch_expert_gemv<16>(experts, rows, chunks, expert_of, x, slots_per_input, slots, out, relu2_out,
+                                           stream);
+                break;
+            default:
+                launch_expert_gemv<8>(experts, rows, chunks, expert_of, x, slots_per_input, slots, out, relu2_out,
+                                      stream);
+                break;
+        }
         return;
     }
+    const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
     if (type == WeightType::BF16) {
         expert_gemv_kernel<uint16_t><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(experts, rows, cols, expert_of,
                                                                                       x, slots_per_input, out);
@@ -156,9 +198,18 @@ bool expert_swiglu(const void* const* gates, const void* const* ups, WeightType 
                    cudaStream_t stream) {
     if (!vector_path(type, cols, x) || slots > 65535) return false;
     if (slots == 0 || rows == 0) return true;
-    const dim3 grid(row_blocks(rows), static_cast<unsigned>(slots));
-    launch_early(expert_swiglu_bf16x8_kernel, grid, dim3(kWarpsPerBlock * kWarpSize), 0, stream,
-                 "expert_swiglu_bf16x8_kernel", gates, ups, rows, cols / 8, expert_of, x, slots_per_input, out);
+    const int64_t chunks = cols / 8;
+    switch (row_lanes(chunks)) {
+        case 32:
+            launch_expert_swiglu<32>(gates, ups, rows, chunks, expert_of, x, slots_per_input, slots, out, stream);
+            break;
+        case 16:
+            launch_expert_swiglu<16>(gates, ups, rows, chunks, expert_of, x, slots_per_input, slots, out, stream);
+            break;
+        default:
+            launch_expert_swiglu<8>(gates, ups, rows, chunks, expert_of, x, slots_per_input, slots, out, stream);
+            break;
+    }
     return true;
 }
 

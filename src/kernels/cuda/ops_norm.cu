@@ -10,31 +10,40 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void rmsnorm_kernel(const float* x, const float* weight, int64_t dim, float eps, float* out) {
-    wait_for_inputs();
+// 256 threads: a decode step's single row spreads over enough threads that each loads a few values.
+constexpr int kRowThreads = 256;
+
+__global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const float* __restrict__ weight,
+                                                              int64_t dim, float eps, float* out) {
     __shared__ float shared[32];
+    wait_for_inputs();
     const float* row = x + int64_t(blockIdx.x) * dim;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += row[i] * row[i];
-    const float inv = rsqrtf(block_sum(sum, shared) / float(dim) + eps);
-    float* dst = out + int64_t(blockIdx.x) * dim;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = weight[i] * (row[i] * inv);
+    const float inv = rsqrtf(block_sum(thread_sum_squares(row, dim), shared) / float(dim) + eps);
+    allow_next_kernel();
+    scaled_product(row, weight, inv, dim, out + int64_t(blockIdx.x) * dim);
 }
 
 // Block (t, group): y *= silu(z), then the group normalised and scaled.
-__global__ void gated_group_rmsnorm_kernel(float* y, const float* z, int64_t z_stride, const float* weight,
-                                           int64_t dim, int64_t groups, float eps) {
+// The loops are unrolled over restrict pointers so that several loads are in flight at once.
+__global__ void gated_group_rmsnorm_kernel(float* __restrict__ y, const float* __restrict__ z, int64_t z_stride,
+                                           const float* __restrict__ weight, int64_t dim, int64_t groups, float eps) {
     __shared__ float shared[32];
-    const int64_t t = blockIdx.x / groups, g = blockIdx.x % groups, width = dim / groups;
+    wait_for_inputs();
+    const int64_t t = blockIdx.x / groups, g = blockIdx.x % groups;
+    const int width = static_cast<int>(dim / groups);
     float* row = y + t * dim + g * width;
     const float* gate = z + t * z_stride + g * width;
     float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-        row[i] *= silu(gate[i]);
-        sum += row[i] * row[i];
+#pragma unroll 4
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        const float v = row[i] * silu(gate[i]);
+        row[i] = v;
+        sum += v * v;
     }
     const float inv = rsqrtf(block_sum(sum, shared) / float(width) + eps);
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) row[i] = weight[g * width + i] * (row[i] * inv);
+    allow_next_kernel();
+#pragma unroll 4
+    for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = weight[g * width + i] * (row[i] * inv);
 }
 
 // Block (t, head): normalise the head, then rotate its leading rotary_dim values. The position
@@ -42,12 +51,12 @@ __global__ void gated_group_rmsnorm_kernel(float* y, const float* z, int64_t z_s
 __global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
     extern __shared__ float head[];
     __shared__ float shared[32];
+    wait_for_inputs();
     const int64_t t = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
     const int64_t pos = a.position != nullptr ? int64_t(*a.position) : a.pos;
     const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) sum += src[i] * src[i];
-    const float inv = rsqrtf(block_sum(sum, shared) / float(a.head_dim) + a.eps);
+    const float inv = rsqrtf(block_sum(thread_sum_squares(src, a.head_dim), shared) / float(a.head_dim) + a.eps);
+    allow_next_kernel();
     for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) head[i] = a.norm_weight[i] * (src[i] * inv);
     __syncthreads();
     float* dst = a.out + t * a.out_row_stride + h * a.head_dim;
@@ -72,20 +81,23 @@ __global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
     }
 }
 
-__global__ void head_rmsnorm_silu_gate_kernel(float* y, const float* z, int64_t z_stride, const float* weight,
-                                              int64_t heads, int64_t head_dim, float eps) {
+__global__ void head_rmsnorm_silu_gate_kernel(float* __restrict__ y, const float* __restrict__ z, int64_t z_stride,
+                                              const float* __restrict__ weight, int64_t heads, int64_t head_dim,
+                                              float eps) {
     __shared__ float shared[32];
+    wait_for_inputs();
     const int64_t t = blockIdx.x / heads, h = blockIdx.x % heads;
     float* row = y + (t * heads + h) * head_dim;
     const float* gate = z + t * z_stride + h * head_dim;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) sum += row[i] * row[i];
-    const float inv = rsqrtf(block_sum(sum, shared) / float(head_dim) + eps);
+    const float inv = rsqrtf(block_sum(thread_sum_squares(row, head_dim), shared) / float(head_dim) + eps);
+    allow_next_kernel();
+#pragma unroll 4
     for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) row[i] = weight[i] * (row[i] * inv) * silu(gate[i]);
 }
 
 __global__ void sigmoid_gate_heads_kernel(float* y, const float* gate, int64_t gate_row_stride,
                                           int64_t gate_head_stride, int64_t n, int64_t heads, int64_t head_dim) {
+    wait_for_inputs();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * heads * head_dim) return;
     const int64_t t = i / (heads * head_dim), h = (i / head_dim) % heads, d = i % head_dim;
@@ -96,42 +108,38 @@ __global__ void sigmoid_gate_heads_kernel(float* y, const float* gate, int64_t g
 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out, cudaStream_t stream) {
     if (n == 0) return;
-    launch_early(rmsnorm_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream, "rmsnorm_kernel", x, weight,
-                 dim, eps, out);
+    launch_early(rmsnorm_kernel, dim3(static_cast<unsigned>(n)), dim3(kRowThreads), 0, stream, "rmsnorm_kernel", x,
+                 weight, dim, eps, out);
 }
 
 void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
                          int64_t groups, float eps, cudaStream_t stream) {
     if (n == 0) return;
-    gated_group_rmsnorm_kernel<<<static_cast<unsigned>(n * groups), kThreads, 0, stream>>>(y, z, z_stride, weight,
-                                                                                            dim, groups, eps);
-    DUET_CUDA_CHECK_LAUNCH("gated_group_rmsnorm_kernel");
+    launch_early(gated_group_rmsnorm_kernel, dim3(static_cast<unsigned>(n * groups)), dim3(kThreads), 0, stream,
+                 "gated_group_rmsnorm_kernel", y, z, z_stride, weight, dim, groups, eps);
 }
 
 void head_rmsnorm_rope(const HeadNormRopeArgs& args, cudaStream_t stream) {
     if (args.n * args.heads == 0) return;
     require(args.rotary_dim >= 0 && args.rotary_dim <= args.head_dim && args.rotary_dim % 2 == 0,
             "head_rmsnorm_rope: rotary_dim ", args.rotary_dim, " must be even and at most head_dim ", args.head_dim);
-    head_rmsnorm_rope_kernel<<<static_cast<unsigned>(args.n * args.heads), kThreads,
-                               static_cast<size_t>(args.head_dim) * sizeof(float), stream>>>(args);
-    DUET_CUDA_CHECK_LAUNCH("head_rmsnorm_rope_kernel");
+    launch_early(head_rmsnorm_rope_kernel, dim3(static_cast<unsigned>(args.n * args.heads)), dim3(kThreads),
+                 static_cast<size_t>(args.head_dim) * sizeof(float), stream, "head_rmsnorm_rope_kernel", args);
 }
 
 void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                             int64_t heads, int64_t head_dim, float eps, cudaStream_t stream) {
     if (n * heads == 0) return;
-    head_rmsnorm_silu_gate_kernel<<<static_cast<unsigned>(n * heads), kThreads, 0, stream>>>(y, z, z_stride, weight,
-                                                                                              heads, head_dim, eps);
-    DUET_CUDA_CHECK_LAUNCH("head_rmsnorm_silu_gate_kernel");
+    launch_early(head_rmsnorm_silu_gate_kernel, dim3(static_cast<unsigned>(n * heads)), dim3(kThreads), 0, stream,
+                 "head_rmsnorm_silu_gate_kernel", y, z, z_stride, weight, heads, head_dim, eps);
 }
 
 void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
                         int64_t heads, int64_t head_dim, cudaStream_t stream) {
     const int64_t count = n * heads * head_dim;
     if (count == 0) return;
-    sigmoid_gate_heads_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(
-        y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim);
-    DUET_CUDA_CHECK_LAUNCH("sigmoid_gate_heads_kernel");
+    launch_early(sigmoid_gate_heads_kernel, dim3(static_cast<unsigned>((count + 255) / 256)), dim3(256), 0, stream,
+                 "sigmoid_gate_heads_kernel", y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim);
 }
 
 }  // namespace duet::cuda

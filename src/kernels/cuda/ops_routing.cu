@@ -24,40 +24,45 @@ __device__ __forceinline__ void keep_better(float& value, int& index, float othe
     }
 }
 
-// The k best of values[0..count) not marked in `taken` (shared), best first, into order[0..k);
-// every thread of the block calls it. `taken` is left marking the chosen ones.
-__device__ void block_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
-    __shared__ float best_value[kThreads / kWarpSize];
-    __shared__ int best_index[kThreads / kWarpSize];
-    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    for (int round = 0; round < k; ++round) {
-        float value = 0.0f;
-        int index = -1;
-        for (int e = threadIdx.x; e < count; e += blockDim.x) {
-            if (!taken[e]) keep_better(value, index, values[e], e);
+// The k best of values[0..count) not marked in `taken`, best first, into order[0..k), found by one
+// warp: each lane keeps the best of its own entries (e ≡ lane mod 32), and each round a shuffle
+// arg-max picks the winner, whose lane alone looks for its next best. No round waits for the block.
+__device__ void warp_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
+    const int lane = threadIdx.x % kWarpSize;
+    float mine = 0.0f;
+    int mine_index = -1;
+    auto find_own_best = [&] {
+        mine = 0.0f;
+        mine_index = -1;
+        for (int e = lane; e < count; e += kWarpSize) {
+            if (!taken[e]) keep_better(mine, mine_index, values[e], e);
         }
+    };
+    find_own_best();
+    for (int round = 0; round < k; ++round) {
+        float value = mine;
+        int index = mine_index;
+        // A butterfly: every lane ends with the same winner (keep_better is a total order).
 #pragma unroll
         for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
             const float other_value = __shfl_xor_sync(0xFFFFFFFFu, value, offset);
             const int other_index = __shfl_xor_sync(0xFFFFFFFFu, index, offset);
             keep_better(value, index, other_value, other_index);
         }
-        if (lane == 0) {
-            best_value[warp] = value;
-            best_index[warp] = index;
+        if (lane == 0) order[round] = index;
+        if (index >= 0 && index % kWarpSize == lane) {
+            taken[index] = true;
+            find_own_best();
         }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float v = 0.0f;
-            int i = -1;
-            for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) {
-                keep_better(v, i, best_value[w], best_index[w]);
-            }
-            order[round] = i;
-            if (i >= 0) taken[i] = true;
-        }
-        __syncthreads();
     }
+}
+
+// warp_top_indices for a whole block: every thread calls it; `values` and `taken` are ready before,
+// `order` and `taken` for every thread after.
+__device__ void block_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
+    __syncthreads();
+    if (threadIdx.x < kWarpSize) warp_top_indices(values, count, k, taken, order);
+    __syncthreads();
 }
 
 __global__ void route_sigmoid_kernel(const float* logits, const float* bias, int experts, MoeRouting routing,

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "io/safetensors.h"
+#include "models/normed_input.h"
 
 namespace duet::drama3 {
 
@@ -146,12 +147,12 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::
     b.matmul_fused(w.eh_embedding, e, n, x, FusedProduct{w.enorm.data(), c.norm_eps, false});
     b.matmul_fused(w.eh_hidden, hin, n, x, FusedProduct{w.hnorm.data(), c.norm_eps, true});
 
-    b.rmsnorm(x, w.input_norm.data(), n, dim, c.norm_eps, sc.normed.data());
-    gated_attention(b, TowerScratch::attention_shape(c), w.attention, sc.normed.data(), n, at, s.tower_keys(t),
+    const NormedInput attention_in(b, x, n, dim, w.input_norm.data(), c.norm_eps, sc.normed.data());
+    gated_attention(b, TowerScratch::attention_shape(c), w.attention, attention_in, at, s.tower_keys(t),
                     s.tower_values(t), sc.attention, x);
-    b.rmsnorm(x, w.post_norm.data(), n, dim, c.norm_eps, sc.normed.data());
-    b.matmul(w.gate, sc.normed.data(), n, sc.gate.data());
-    b.matmul(w.up, sc.normed.data(), n, sc.up.data());
+    const NormedInput mlp_in(b, x, n, dim, w.post_norm.data(), c.norm_eps, sc.normed.data());
+    mlp_in.product(w.gate, sc.gate.data());
+    mlp_in.product(w.up, sc.up.data());
     b.silu_mul(sc.gate.data(), sc.up.data(), n * c.inter);
     b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "io/safetensors.h"
 #include "models/forward_support.h"
+#include "models/normed_input.h"
 
 namespace duet::nemotron_h {
 
@@ -72,12 +73,12 @@ using Scratch = Model::Scratch;
 // The products that add to the residual stream `h`.
 constexpr FusedProduct kAddToStream{nullptr, 0.0f, true};
 
-// h += mamba(rmsnorm(h)); the norm is folded into the input projection.
+// h += mamba(rmsnorm(h)).
 void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::vector<float>& norm, State& s,
                  int64_t slot, float* h, int64_t n, Scratch& sc) {
     const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
     float* zxbcdt = sc.projected.data();
-    b.matmul_fused(w.in_proj, h, n, zxbcdt, FusedProduct{norm.data(), c.norm_eps, false});
+    NormedInput(b, h, n, c.hidden, norm.data(), c.norm_eps, sc.normed.data()).product(w.in_proj, zxbcdt);
     const bool record = s.history_capacity() >= n;
     b.causal_conv1d_silu(zxbcdt + inner, rows, n, conv_dim, w.conv_taps.data(), w.conv_bias.data(),
                          c.conv_kernel, s.conv_ring(slot), sc.conv_out.data(),
@@ -107,11 +108,11 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
 
 // h += attention(xn) over a cache whose first `at.pos` rows are filled.
 void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, float* keys, float* values,
-                     const StepPosition& at, const float* xn, int64_t n, Scratch& sc, float* h) {
-    const int64_t kv_width = c.kv_heads * c.head_dim;
-    b.matmul(w.q, xn, n, sc.projected.data());
-    b.matmul(w.k, xn, n, sc.new_keys.data());
-    b.matmul(w.v, xn, n, sc.new_values.data());
+                     const StepPosition& at, const NormedInput& xn, Scratch& sc, float* h) {
+    const int64_t n = xn.tokens(), kv_width = c.kv_heads * c.head_dim;
+    xn.product(w.q, sc.projected.data());
+    xn.product(w.k, sc.new_keys.data());
+    xn.product(w.v, sc.new_values.data());
     b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
     b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
     AttentionArgs a;
@@ -172,9 +173,8 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
         switch (layer.kind) {
             case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, layer.norm, s, layer.state_slot, h, n, sc); break;
             case LayerKind::Attention:
-                b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
-                attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot), at, xn,
-                                n, sc, h);
+                attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot), at,
+                                NormedInput(b, h, n, hidden, layer.norm.data(), c.norm_eps, xn), sc, h);
                 break;
             case LayerKind::MoE:
                 b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
@@ -346,9 +346,9 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
     float* x = sc.h.data();
     b.matmul(d.fuse, fused.data(), n, x);
 
-    b.rmsnorm(x, d.attention_norm.data(), n, h, c.norm_eps, sc.normed.data());
     attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(),
-                    StepPosition{s.draft_position(), nullptr, s.capacity()}, sc.normed.data(), n, sc, x);
+                    StepPosition{s.draft_position(), nullptr, s.capacity()},
+                    NormedInput(b, x, n, h, d.attention_norm.data(), c.norm_eps, sc.normed.data()), sc, x);
     b.rmsnorm(x, d.moe_norm.data(), n, h, c.norm_eps, sc.normed.data());
     b.moe_relu2(sc.normed.data(), n, d.moe.experts, routing_of(c), sc.mixed.data());
     b.add(x, sc.mixed.data(), n * h);

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "io/safetensors.h"
+#include "models/normed_input.h"
 
 namespace duet::qwen35_moe {
 
@@ -69,12 +70,12 @@ struct Scratch {
 
 // h += Gated DeltaNet(xn).
 void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWeights& w, State& s, int64_t slot,
-                            const float* xn, int64_t n, int64_t chunk, Scratch& sc, float* h) {
-    const int64_t conv_dim = c.conv_dim(), v_width = c.linear_v_width();
-    b.matmul(w.qkv, xn, n, sc.projected.data());
-    b.matmul(w.z, xn, n, sc.gate.data());
-    b.matmul(w.b, xn, n, sc.beta_in.data());
-    b.matmul(w.a, xn, n, sc.decay_in.data());
+                            const NormedInput& xn, int64_t chunk, Scratch& sc, float* h) {
+    const int64_t n = xn.tokens(), conv_dim = c.conv_dim(), v_width = c.linear_v_width();
+    xn.product(w.qkv, sc.projected.data());
+    xn.product(w.z, sc.gate.data());
+    xn.product(w.b, sc.beta_in.data());
+    xn.product(w.a, sc.decay_in.data());
     b.causal_conv1d_silu(sc.projected.data(), conv_dim, n, conv_dim, w.conv_taps.data(), nullptr, c.conv_kernel,
                          s.conv_ring(slot), sc.conv_out.data());
     GatedDeltaArgs d;
@@ -102,8 +103,8 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
 
 // h += gated attention(xn).
 void full_attention_mixer(const Config& c, Backend& b, const FullAttentionWeights& w, State& s, int64_t slot,
-                          const float* xn, int64_t n, const StepPosition& at, Scratch& sc, float* h) {
-    gated_attention(b, attention_shape(c), w, xn, n, at, s.keys(slot), s.values(slot), sc.attention, h);
+                          const NormedInput& xn, const StepPosition& at, Scratch& sc, float* h) {
+    gated_attention(b, attention_shape(c), w, xn, at, s.keys(slot), s.values(slot), sc.attention, h);
 }
 
 }  // namespace
@@ -165,12 +166,12 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
-        b.rmsnorm(h, layer.input_norm.data(), n, hidden, c.norm_eps, xn);
+        const NormedInput mixer_in(b, h, n, hidden, layer.input_norm.data(), c.norm_eps, xn);
         // Both mixers add their output to h.
         if (layer.kind == LayerKind::LinearAttention) {
-            linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, xn, n, delta_rule_chunk, sc, h);
+            linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, mixer_in, delta_rule_chunk, sc, h);
         } else {
-            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, xn, n, at, sc, h);
+            full_attention_mixer(c, b, layer.attention, s, layer.state_slot, mixer_in, at, sc, h);
         }
         b.rmsnorm(h, layer.post_norm.data(), n, hidden, c.norm_eps, xn);
         b.moe_swiglu(xn, n, layer.moe, c.experts_per_token, c.norm_topk, out);
