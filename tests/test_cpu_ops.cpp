@@ -957,5 +957,22 @@ TEST(CpuOpsMoe, MatchesDenseReference) {
     }
 }
 
+// Backend::moe_relu2 adds the layer to the residual stream it is given: the stream after it is the
+// stream before plus what the kernel alone computes.
+TEST(CpuMoe, BackendAddsTheLayerToTheStream) {
+    std::mt19937 rng(77);
+    const int64_t n = 3, hidden = 32;
+    const MoeProblem problem(rng, DType::BF16, 8, hidden, 16, 24);
+    const MoeRouting routing = make_routing(2, 1, 1, true, 1.0f);
+    const MoeWeights weights = problem.weights();
+    const std::vector<float> x = random_values(rng, n * hidden);
+    std::vector<float> alone(static_cast<size_t>(n * hidden), kNaN);
+    moe_relu2(x.data(), n, weights, routing, alone.data(), nullptr);
+    const std::vector<float> before = random_values(rng, n * hidden);
+    std::vector<float> stream = before;
+    make_cpu_backend(nullptr)->moe_relu2(x.data(), n, weights, routing, stream.data());
+    for (size_t i = 0; i < stream.size(); ++i) ASSERT_EQ(stream[i], before[i] + alone[i]) << "value " << i;
+}
+
 }  // namespace
 }  // namespace duet::cpu

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -144,6 +145,12 @@ struct FusedProduct {
     bool add = false;  // add the product to the output instead of writing it
 };
 
+// One product of a group that shares its input (Backend::matmul_group): out = x · wᵀ.
+struct ProductOut {
+    MatrixView w;
+    float* out = nullptr;
+};
+
 // Where sampling ops find their random numbers: draw r of a call uses uniform_draw(seed, *step,
 // slot + r) (sample/philox.h), `step` in the backend's memory so recorded steps replay with the
 // current one.
@@ -188,6 +195,11 @@ public:
     // it as one kernel; the result equals rmsnorm, matmul and add run one after another (up to rounding).
     virtual void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out,
                               const FusedProduct& fused) = 0;
+    // Several products of the same x [n, cols] (a layer's projections of one normalised input), each
+    // into its own output. A backend may run them as one kernel; the results equal matmul's.
+    virtual void matmul_group(std::span<const ProductOut> products, const float* x, int64_t n) {
+        for (const ProductOut& p : products) matmul(p.w, x, n, p.out);
+    }
     // out[t] = table[ids[t]]
     virtual void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
     // Sums of embedding rows, as speech models embed a frame's codes: out[t] = (accumulate ? out[t] : 0)
@@ -238,7 +250,8 @@ public:
 
     virtual void attention(const AttentionArgs& args) = 0;
 
-    // out[n, hidden] = Σ_chosen w_e · down_e(relu²(up_e x)) + shared_down(relu²(shared_up x)).
+    // out[n, hidden] += Σ_chosen w_e · down_e(relu²(up_e x)) + shared_down(relu²(shared_up x)): the
+    // layer's output is added to `out`, the residual stream, as the last step of the layer.
     virtual void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                            float* out) = 0;
     // Gated DeltaNet core (see GatedDeltaArgs).
@@ -253,8 +266,8 @@ public:
     // y[t, h, :] *= sigmoid(gate[t * gate_row_stride + h * gate_head_stride + :]) for y [n, heads·head_dim].
     virtual void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride,
                                     int64_t n, int64_t heads, int64_t head_dim) = 0;
-    // out[n, hidden] = Σ_chosen w_e · down_e(silu(gate_e x) · up_e x)
-    //                + sigmoid(shared_expert_gate · x) · shared_down(silu(shared_gate x) · shared_up x),
+    // out[n, hidden] += Σ_chosen w_e · down_e(silu(gate_e x) · up_e x)
+    //                 + sigmoid(shared_expert_gate · x) · shared_down(silu(shared_gate x) · shared_up x),
     // w = softmax(router · x) over all experts, the top_k kept (divided by their sum when normalize).
     virtual void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& weights, int64_t top_k,
                             bool normalize, float* out) = 0;

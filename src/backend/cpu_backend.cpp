@@ -181,7 +181,9 @@ public:
 
     void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                    float* out) override {
-        cpu::moe_relu2(x, n, weights, routing, out, pool_);
+        add_layer_output(n * weights.router.cols, out, [&](float* mixed) {
+            cpu::moe_relu2(x, n, weights, routing, mixed, pool_);
+        });
     }
 
     void gated_delta_rule(const GatedDeltaArgs& args) override { cpu::gated_delta_rule(args, pool_); }
@@ -204,10 +206,21 @@ public:
 
     void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& weights, int64_t top_k, bool normalize,
                     float* out) override {
-        cpu::moe_swiglu(x, n, weights, top_k, normalize, out, pool_);
+        add_layer_output(n * weights.router.cols, out, [&](float* mixed) {
+            cpu::moe_swiglu(x, n, weights, top_k, normalize, mixed, pool_);
+        });
     }
 
 private:
+    // out[0..count) += what `layer` writes into a buffer of that size (a layer's output added to the
+    // residual stream only once it is whole, as the separate add it replaces did).
+    template <typename Layer>
+    static void add_layer_output(int64_t count, float* out, Layer&& layer) {
+        std::vector<float> mixed(static_cast<size_t>(count));
+        layer(mixed.data());
+        for (int64_t i = 0; i < count; ++i) out[i] += mixed[i];
+    }
+
     ThreadPool* pool_;
 };
 

@@ -15,9 +15,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
                      const StepPosition& at, float* keys, float* values, GatedAttentionScratch& sc, float* out) {
     const int64_t n = xn.tokens(), hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
     float* query_and_gate = sc.query_and_gate.data();
-    xn.product(w.q, query_and_gate);
-    xn.product(w.k, sc.new_keys.data());
-    xn.product(w.v, sc.new_values.data());
+    xn.products({{w.q, query_and_gate}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
     b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
 
     HeadNormRopeArgs r;

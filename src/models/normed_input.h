@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 
 #include "backend/backend.h"
 
@@ -21,6 +23,10 @@ public:
 
     // out = w · rmsnorm(x).
     void product(const MatrixView& w, float* out) const { b_.matmul(w, normed_, n_, out); }
+    // Each product's out = its w · rmsnorm(x), as one group (a backend may run it as one kernel).
+    void products(std::initializer_list<ProductOut> products) const {
+        b_.matmul_group(std::span<const ProductOut>(products.begin(), products.size()), normed_, n_);
+    }
 
     int64_t tokens() const { return n_; }
 

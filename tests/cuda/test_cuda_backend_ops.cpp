@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <utility>
 #include <vector>
@@ -82,7 +83,7 @@ protected:
     }
 
     // Both mixture-of-experts ops on n random tokens.
-    void expect_experts_agree(int64_t n, double tolerance);
+    void expect_experts_agree(int64_t n, int64_t hidden, int64_t inter, int64_t shared_inter, double tolerance);
 
     std::mt19937 rng_{2024};
     ThreadPool pool_{2};
@@ -103,6 +104,32 @@ TEST_F(CudaBackendOps, MatmulBf16AndF32ForFewAndManyTokens) {
             expect_same({random_values(rng_, n * cols), std::vector<float>(n * rows)}, {1},
                         [&](Backend& b, std::vector<float*> p) { b.matmul(w, p[0], n, p[1]); },
                         bf16 && n > 32 ? 5e-5 : 1e-5, bf16 ? "bf16 matmul" : "f32 matmul");
+        }
+    }
+}
+
+// A group of products of one input runs as one launch for a token (matrices of any row count, the
+// row blocks of all of them in one grid); for more tokens one product after another. The outputs
+// start as NaN, so a row nobody wrote fails the comparison.
+TEST_F(CudaBackendOps, ProductGroupsOfOneInput) {
+    for (int64_t cols : {256, 2048}) {
+        for (int64_t n : {1, 3}) {
+            const std::vector<int64_t> rows = {300, 45, 1, 8};
+            std::vector<std::vector<uint16_t>> store;
+            std::vector<std::vector<float>> tensors = {random_values(rng_, n * cols)};
+            for (int64_t r : rows) {
+                store.push_back(random_bf16(rng_, r * cols, 0.1f));
+                tensors.emplace_back(static_cast<size_t>(n * r), std::numeric_limits<float>::quiet_NaN());
+            }
+            expect_same(tensors, {1, 2, 3, 4},
+                        [&](Backend& b, std::vector<float*> p) {
+                            std::vector<ProductOut> group;
+                            for (size_t i = 0; i < rows.size(); ++i) {
+                                group.push_back({MatrixView{DType::BF16, rows[i], cols, store[i].data()}, p[i + 1]});
+                            }
+                            b.matmul_group(group, p[0], n);
+                        },
+                        1e-5, "product group");
         }
     }
 }
@@ -520,13 +547,18 @@ TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
     }
 }
 
-// Few tokens run every chosen expert in one launch; more than 32 run grouped by expert on tensor cores.
+// Few tokens run every chosen expert and the shared expert in two launches (the layer added to the
+// stream in the second); more than 32 run grouped by expert on tensor cores. Narrow and model-like
+// widths take rows of 8, 16 and 32 lanes; the shared expert is wider than the routed ones, as in
+// Nemotron-H.
 TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
-    for (int64_t n : {1, 5, 200}) expect_experts_agree(n, n > 32 ? 1e-4 : 1e-5);
+    for (int64_t n : {1, 5, 200}) expect_experts_agree(n, 48, 24, 40, n > 32 ? 1e-4 : 1e-5);
+    for (int64_t n : {1, 3}) expect_experts_agree(n, 512, 256, 512, 1e-5);
 }
 
-void CudaBackendOps::expect_experts_agree(int64_t n, double tolerance) {
-    const int64_t hidden = 48, inter = 24, experts = 8;
+void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t inter, int64_t shared_inter,
+                                          double tolerance) {
+    const int64_t experts = 8;
     std::vector<std::vector<uint16_t>> store;
     auto matrix = [&](int64_t rows, int64_t cols) {
         store.push_back(random_bf16(rng_, rows * cols, 0.3f));
@@ -541,14 +573,15 @@ void CudaBackendOps::expect_experts_agree(int64_t n, double tolerance) {
         relu.up.push_back(matrix(inter, hidden));
         relu.down.push_back(matrix(hidden, inter));
     }
-    relu.shared_up = matrix(inter, hidden);
-    relu.shared_down = matrix(hidden, inter);
+    relu.shared_up = matrix(shared_inter, hidden);
+    relu.shared_down = matrix(hidden, shared_inter);
     MoeRouting routing;
-    routing.top_k = 2;
+    routing.top_k = 3;
     routing.groups = 4;
     routing.groups_kept = 2;
     routing.scale = 2.5f;
-    expect_same({random_values(rng_, n * hidden), std::vector<float>(n * hidden)}, {1},
+    // The stream the layer is added to starts random.
+    expect_same({random_values(rng_, n * hidden), random_values(rng_, n * hidden)}, {1},
                 [&](Backend& b, std::vector<float*> p) { b.moe_relu2(p[0], n, relu, routing, p[1]); }, tolerance,
                 "relu2 experts");
 
@@ -559,11 +592,11 @@ void CudaBackendOps::expect_experts_agree(int64_t n, double tolerance) {
         swiglu.up.push_back(matrix(inter, hidden));
         swiglu.down.push_back(matrix(hidden, inter));
     }
-    swiglu.shared_gate = matrix(inter, hidden);
-    swiglu.shared_up = matrix(inter, hidden);
-    swiglu.shared_down = matrix(hidden, inter);
+    swiglu.shared_gate = matrix(shared_inter, hidden);
+    swiglu.shared_up = matrix(shared_inter, hidden);
+    swiglu.shared_down = matrix(hidden, shared_inter);
     swiglu.shared_expert_gate = matrix(1, hidden);
-    expect_same({random_values(rng_, n * hidden), std::vector<float>(n * hidden)}, {1},
+    expect_same({random_values(rng_, n * hidden), random_values(rng_, n * hidden)}, {1},
                 [&](Backend& b, std::vector<float*> p) { b.moe_swiglu(p[0], n, swiglu, 3, true, p[1]); },
                 tolerance, "swiglu experts");
 }

@@ -29,6 +29,8 @@ namespace duet {
 namespace {
 
 using cuda::DeviceBuffer;
+using cuda::ExpertDownArgs;
+using cuda::ExpertFirstArgs;
 using cuda::WeightType;
 
 void check_cublas(cublasStatus_t status, const char* call) {
@@ -279,6 +281,30 @@ public:
         }
     }
 
+    void matmul_group(std::span<const ProductOut> products, const float* x, int64_t n) override {
+        Timed timed(*this, "matmul_group");
+        if (products.empty()) return;
+        cuda::MatvecGroup group;
+        const bool one_launch = n == 1 && products.size() <= static_cast<size_t>(cuda::kMatvecGroupMax) &&
+                                std::all_of(products.begin(), products.end(), [&](const ProductOut& p) {
+                                    return p.w.dtype == DType::BF16 && p.w.cols == products[0].w.cols && p.w.rows > 0;
+                                });
+        if (one_launch) {
+            for (const ProductOut& p : products) {
+                group.w[group.count] = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w)));
+                group.y[group.count] = p.out;
+                group.rows[group.count] = p.w.rows;
+                if (!cuda::matvec_bf16_fusable(group.w[group.count], x, nullptr, p.w.cols)) break;
+                ++group.count;
+            }
+        }
+        if (one_launch && group.count == static_cast<int>(products.size())) {
+            cuda::matvec_bf16_group(group, x, products[0].w.cols, stream_);
+            return;
+        }
+        for (const ProductOut& p : products) matmul(p.w, x, n, p.out);
+    }
+
     void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out, const FusedProduct& f) override {
         Timed timed(*this, "matmul_fused");
         if (n == 0 || w.rows == 0) return;
@@ -407,6 +433,14 @@ public:
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
         cuda::route_sigmoid_topk(logits, w.score_bias != nullptr ? device_vector(w.score_bias, experts) : nullptr, n,
                                  experts, routing, chosen, weights, stream_);
+        const bool has_shared = w.shared_up.rows > 0;
+        if (!grouped(n, w.up[0]) && two_launch_layer(x, n, k, w.up[0], has_shared ? &w.shared_up : nullptr)) {
+            ExpertFirstArgs first = first_args(x, n, k, chosen, with_shared(w.up, w.shared_up), nullptr, inter,
+                                               w.shared_up.rows);
+            cuda::expert_first(first, n, stream_);
+            cuda::expert_down(down_args(first, with_shared(w.down, w.shared_down), weights, nullptr, out), n, stream_);
+            return;
+        }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
         const int32_t* row_of_slot = nullptr;
         if (grouped(n, w.up[0])) {
@@ -419,7 +453,7 @@ public:
                               result, stream_);
         }
         float* shared_out = nullptr;
-        if (w.shared_up.rows > 0) {
+        if (has_shared) {
             float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * w.shared_up.rows));
             shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
             if (n > kGemvTokens) {
@@ -439,11 +473,23 @@ public:
         Timed timed(*this, "moe_swiglu");
         const int64_t experts = w.router.rows, hidden = w.router.cols, slots = n * top_k;
         const int64_t inter = w.gate.empty() ? 0 : w.gate[0].rows;
+        const int64_t shared_inter = w.shared_gate.rows;
         float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
-        matmul(w.router, x, n, logits);
+        float* gate_logit = scratch(shared_gate_logit_, static_cast<size_t>(n));
+        const std::array<ProductOut, 2> gating{ProductOut{w.router, logits}, ProductOut{w.shared_expert_gate, gate_logit}};
+        matmul_group(gating, x, n);
         int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
         cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
+        if (!grouped(n, w.gate[0]) && two_launch_layer(x, n, top_k, w.gate[0], &w.shared_gate)) {
+            const std::vector<MatrixView> ups = with_shared(w.up, w.shared_up);
+            ExpertFirstArgs first =
+                first_args(x, n, top_k, chosen, with_shared(w.gate, w.shared_gate), &ups, inter, shared_inter);
+            cuda::expert_first(first, n, stream_);
+            cuda::expert_down(down_args(first, with_shared(w.down, w.shared_down), weights, gate_logit, out), n,
+                              stream_);
+            return;
+        }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
         const int32_t* row_of_slot = nullptr;
         if (grouped(n, w.gate[0])) {
@@ -457,11 +503,9 @@ public:
                               result, stream_);
         }
 
-        const int64_t shared_inter = w.shared_gate.rows;
         float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
         float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
         float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
-        float* gate_logit = scratch(shared_gate_logit_, static_cast<size_t>(n));
         if (n > kGemvTokens) {
             matmul(w.shared_gate, x, n, shared_mid);
             matmul(w.shared_up, x, n, shared_up);
@@ -471,7 +515,6 @@ public:
                    shared_inter, hidden, nullptr, x, 1, n, shared_mid, shared_up);
         }
         matmul(w.shared_down, shared_mid, n, shared_out);
-        matmul(w.shared_expert_gate, x, n, gate_logit);
         cuda::combine_experts(result, weights, n, top_k, hidden, shared_out, gate_logit, row_of_slot, out, stream_);
     }
 
@@ -564,13 +607,64 @@ private:
         cuda::silu_mul(mid, up_scratch, slots * rows, stream_);
     }
 
+    // Whether a layer of few tokens runs as two launches (cuda::expert_first / expert_down): bf16
+    // experts (and shared expert, when given) of whole 16-byte rows.
+    static bool two_launch_layer(const float* x, int64_t n, int64_t k, const MatrixView& expert,
+                                 const MatrixView* shared) {
+        const bool bf16 = expert.dtype == DType::BF16 && (shared == nullptr || shared->dtype == DType::BF16);
+        return bf16 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+               cuda::expert_layer_fits(expert.cols, expert.rows, shared != nullptr ? shared->rows : 0, n * k + n);
+    }
+    // The routed experts' matrices followed by the shared expert's, where there is one.
+    static std::vector<MatrixView> with_shared(const std::vector<MatrixView>& routed, const MatrixView& shared) {
+        std::vector<MatrixView> all = routed;
+        if (shared.rows > 0) all.push_back(shared);
+        return all;
+    }
+    ExpertFirstArgs first_args(const float* x, int64_t n, int64_t k, const int32_t* chosen,
+                               const std::vector<MatrixView>& first, const std::vector<MatrixView>* second,
+                               int64_t inter, int64_t shared_inter) {
+        const int64_t routed = static_cast<int64_t>(first.size()) - (shared_inter > 0 ? 1 : 0);
+        ExpertFirstArgs a;
+        a.first = expert_table(first);
+        a.second = second != nullptr ? expert_table(*second) : nullptr;
+        a.expert_of = chosen;
+        a.routed_slots = n * k;
+        a.slots_per_token = k;
+        a.routed_rows = inter;
+        a.shared_rows = shared_inter;
+        a.chunks = first[0].cols / 8;
+        a.shared_index = shared_inter > 0 ? static_cast<int32_t>(routed) : -1;
+        a.x = x;
+        a.routed_out = scratch(expert_mid_, static_cast<size_t>(n * k * inter));
+        a.shared_out = shared_inter > 0 ? scratch(shared_mid_, static_cast<size_t>(n * shared_inter)) : nullptr;
+        return a;
+    }
+    ExpertDownArgs down_args(const ExpertFirstArgs& first, const std::vector<MatrixView>& down, const float* weights,
+                             const float* shared_gate_logit, float* out) {
+        ExpertDownArgs d;
+        d.down = expert_table(down);
+        d.expert_of = first.expert_of;
+        d.weights = weights;
+        d.k = first.slots_per_token;
+        d.rows = down[0].rows;
+        d.routed_chunks = first.routed_rows / 8;
+        d.shared_chunks = first.shared_rows / 8;
+        d.shared_index = first.shared_index;
+        d.routed_mid = first.routed_out;
+        d.shared_mid = first.shared_out;
+        d.shared_gate_logit = shared_gate_logit;
+        d.out = out;
+        return d;
+    }
+
     // A device array of the experts' device pointers, made again whenever they change: memory freed
     // by one model and given to the next can put another expert list at the same first address.
     const void* const* expert_table(const std::vector<MatrixView>& experts) {
         std::vector<const void*> pointers;
         pointers.reserve(experts.size());
         for (const MatrixView& m : experts) pointers.push_back(device_weight(m.data, matrix_bytes(m)));
-        ExpertTable& table = expert_tables_[experts.front().data];
+        ExpertTable& table = expert_tables_[{experts.front().data, experts.size()}];
         if (table.pointers != pointers) {
             if (table.buffer.data() != nullptr) retire(std::move(table.buffer));
             table.buffer = DeviceBuffer::from_vector(pointers);
@@ -630,7 +724,7 @@ private:
         std::vector<const void*> pointers;  // what `buffer` holds
         DeviceBuffer buffer;
     };
-    std::unordered_map<const void*, ExpertTable> expert_tables_;
+    std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_hi_,
         group_lo_, fused_in_, fused_out_;

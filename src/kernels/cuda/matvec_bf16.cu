@@ -64,6 +64,42 @@ void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, flo
                  "matvec_bf16_vec8_kernel", w, x, norm_weight, eps, y, rows, chunks);
 }
 
+// The products of a group: the grid's blocks are the matrices' row blocks one after another
+// (first_block[i] is matrix i's first block), so one launch streams every matrix's rows.
+struct GroupLaunch {
+    MatvecGroup group;
+    int64_t first_block[kMatvecGroupMax + 1];
+};
+
+template <int kLanes>
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
+    matvec_bf16_group_kernel(GroupLaunch g, const float4* __restrict__ x, int64_t chunks) {
+    int i = 0;
+    while (i + 1 < g.group.count && int64_t(blockIdx.x) >= g.first_block[i + 1]) ++i;
+    const int64_t rows = g.group.rows[i];
+    const int64_t row = ((int64_t(blockIdx.x) - g.first_block[i]) * kThreadsPerBlock + threadIdx.x) / kLanes;
+    const bool active = row < rows;
+    RowDot<kLanes> dot;
+    dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
+    wait_for_inputs();
+    const float sum = dot.finish(PlainInput{x});
+    allow_next_kernel();
+    if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
+}
+
+template <int kLanes>
+void launch_group(const MatvecGroup& group, const float4* x, int64_t chunks, cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
+    GroupLaunch g{group, {}};
+    for (int i = 0; i < group.count; ++i) {
+        g.first_block[i + 1] = g.first_block[i] + (group.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock;
+    }
+    const int64_t blocks = g.first_block[group.count];
+    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_group: ", blocks, " blocks exceed the grid limit");
+    launch_early(matvec_bf16_group_kernel<kLanes>, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0,
+                 stream, "matvec_bf16_group_kernel", g, x, chunks);
+}
+
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
 // packed tensor). Lanes still read consecutive elements, so loads coalesce.
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
@@ -119,6 +155,22 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
         require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
         matvec_bf16_scalar_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(w, x, y, rows, cols);
         DUET_CUDA_CHECK_LAUNCH("matvec_bf16_scalar_kernel");
+    }
+}
+
+void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream) {
+    require(group.count >= 1 && group.count <= kMatvecGroupMax, "matvec_bf16_group: ", group.count,
+            " matrices, expected 1 to ", kMatvecGroupMax);
+    for (int i = 0; i < group.count; ++i) {
+        require(group.y[i] != nullptr && matvec_bf16_fusable(group.w[i], x, nullptr, cols),
+                "matvec_bf16_group: matrix ", i, " cannot take the vector path");
+    }
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    const int64_t chunks = cols / 8;
+    switch (row_lanes(chunks)) {
+        case 32: launch_group<32>(group, x4, chunks, stream); break;
+        case 16: launch_group<16>(group, x4, chunks, stream); break;
+        default: launch_group<8>(group, x4, chunks, stream); break;
     }
 }
 

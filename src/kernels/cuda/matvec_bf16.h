@@ -27,4 +27,16 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
 // Whether matvec_bf16_fused can run on these pointers and width.
 bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_weight, int64_t cols);
 
+// Several products of one input in one launch: y_i = W_i·x for each matrix of the group, all of
+// `cols` columns (a layer's projections of the same normalised input). Needs the vector path for
+// every matrix; at most kMatvecGroupMax of them.
+constexpr int kMatvecGroupMax = 8;
+struct MatvecGroup {
+    int count = 0;
+    const uint16_t* w[kMatvecGroupMax] = {};
+    float* y[kMatvecGroupMax] = {};
+    int64_t rows[kMatvecGroupMax] = {};
+};
+void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream);
+
 }  // namespace duet::cuda

@@ -64,6 +64,41 @@ bool expert_swiglu(const void* const* gates, const void* const* ups, WeightType 
                    const int32_t* expert_of, const float* x, int64_t slots_per_input, int64_t slots, float* out,
                    cudaStream_t stream);
 
+// --- a mixture-of-experts layer of few tokens in two launches (ops_moe_decode.cu) --------------
+// Expert tables list the routed experts' device matrices, then the shared expert's at shared_index
+// (-1: none). All bf16, rows of whole 16-byte groups, inputs 16-byte aligned (expert_layer_fits).
+struct ExpertFirstArgs {
+    const void* const* first = nullptr;   // [inter, hidden] each: relu² experts' up, or SwiGLU's gate
+    const void* const* second = nullptr;  // SwiGLU's up; null for relu² experts
+    const int32_t* expert_of = nullptr;   // [routed_slots]: the expert of each token's chosen slots
+    int64_t routed_slots = 0, slots_per_token = 0;
+    int64_t routed_rows = 0, shared_rows = 0;
+    int64_t chunks = 0;  // hidden / 8
+    int32_t shared_index = -1;
+    const float* x = nullptr;      // [tokens, hidden]
+    float* routed_out = nullptr;   // [routed_slots, routed_rows]
+    float* shared_out = nullptr;   // [tokens, shared_rows]
+};
+struct ExpertDownArgs {
+    const void* const* down = nullptr;  // [hidden, inter] each
+    const int32_t* expert_of = nullptr; // [tokens, k]
+    const float* weights = nullptr;     // [tokens, k]: the routing weights
+    int64_t k = 0, rows = 0;            // rows: hidden
+    int64_t routed_chunks = 0, shared_chunks = 0;  // inter / 8 of each kind
+    int32_t shared_index = -1;
+    const float* routed_mid = nullptr;         // [tokens · k, routed inter]
+    const float* shared_mid = nullptr;         // [tokens, shared inter]
+    const float* shared_gate_logit = nullptr;  // [tokens]: the shared output is scaled by its sigmoid; null: by 1
+    float* out = nullptr;                      // [tokens, hidden], added to
+};
+// Whether a layer of these widths and token · expert slots runs through the two launches.
+bool expert_layer_fits(int64_t hidden, int64_t routed_inter, int64_t shared_inter, int64_t slots);
+// The first products: routed_out[s] = act(first[e_s] · x[s / slots_per_token]) and shared_out[t] the
+// same with the shared expert, act relu² (second null) or silu(first · x) · (second · x).
+void expert_first(const ExpertFirstArgs& args, int64_t tokens, cudaStream_t stream);
+// out[t] += Σ_j weights[t, j] · down[e_tj] · routed_mid[t·k + j] + gate_t · down[shared] · shared_mid[t].
+void expert_down(const ExpertDownArgs& args, int64_t tokens, cudaStream_t stream);
+
 // --- long prompts: f32 activations as bf16 pairs for tensor-core products ------------------------
 // Row r of x [.., cols] (row row_of[r], or r without row_of) split into hi + lo, both bf16 [rows, cols].
 void split_rows_bf16(const float* x, int64_t cols, const int32_t* row_of, int64_t rows, uint16_t* hi, uint16_t* lo,
@@ -97,7 +132,7 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64
                         int32_t* chosen, float* weights, cudaStream_t stream);
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream);
-// out[t] = Σ_j weights[t·k + j] · expert_out[row(t·k + j)] over width, plus shared[t] when given,
+// out[t] += Σ_j weights[t·k + j] · expert_out[row(t·k + j)] over width, plus shared[t] when given,
 // scaled by sigmoid(shared_gate[t]) when that is given too; row(s) = row_of_slot[s], or s without it.
 void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,
                      const float* shared, const float* shared_gate, const int32_t* row_of_slot, float* out,

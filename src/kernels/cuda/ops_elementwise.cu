@@ -86,7 +86,7 @@ __global__ void combine_experts_kernel(const float* expert_out, const float* wei
         sum += weights[slot] * expert_out[row * width + c];
     }
     if (shared != nullptr) sum += shared_gate != nullptr ? sigmoid(shared_gate[t]) * shared[i] : shared[i];
-    out[i] = sum;
+    out[i] += sum;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/early_launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -18,6 +19,8 @@ constexpr int kMaxDeltaKeyDim = 256;
 // One thread per channel: a window of the last `kernel` inputs slides over the tokens.
 __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
                                    const float* bias, int kernel, float* ring, float* out, float* ring_history) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= channels) return;
     const int history = kernel - 1;
@@ -40,6 +43,8 @@ __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int64_t n, 
 // One warp per (head, head-dim row): the row's state is spread over the lanes. The general path,
 // for state sizes the vector kernel below does not take.
 __global__ void ssm_scan_kernel(SsmScanArgs a) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     const int64_t pair = int64_t(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
     if (pair >= a.heads * a.head_dim) return;
     const int lane = threadIdx.x % kWarpSize;
@@ -76,6 +81,8 @@ constexpr int kScanRows = 4;
 
 template <int CH>
 __global__ void __launch_bounds__(kScanWarps* kWarpSize) ssm_scan_registers_kernel(SsmScanArgs a) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     const int lane = threadIdx.x % kWarpSize;
     const int64_t row_groups = (a.head_dim + kScanRows - 1) / kScanRows;
     const int64_t unit = int64_t(blockIdx.x) * kScanWarps + threadIdx.x / kWarpSize;
@@ -169,6 +176,8 @@ struct DeltaInputs {
 
 template <int ROWS>
 __global__ void __launch_bounds__(kDeltaThreads) gated_delta_rule_kernel(GatedDeltaArgs a) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     constexpr int kKeys = kDeltaWarps * ROWS;  // at least k_dim; the rows beyond it stay zero
     __shared__ float q_shared[2][kKeys], k_shared[2][kKeys];
     __shared__ float3 norms[2][kDeltaWarps];  // per warp: Σq², Σk², Σq·k of the raw vectors
@@ -358,6 +367,8 @@ template <int DPL, int GMAX, int KU>
 __global__ void __launch_bounds__(kAttentionThreads, 2)
     attention_split_kernel(AttentionArgs a, int64_t bound, int64_t splits, int64_t group_chunks, bool wide_copies,
                            float* partial) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     constexpr int kTile = attention_tile<KU>();
     constexpr int kRow = DPL * kWarpSize;  // floats a row takes in shared memory
     constexpr int kStageFloats = 2 * kTile * kRow;
@@ -592,6 +603,8 @@ constexpr int kCombineInFlight = 8;  // splits a thread loads at once
 
 __global__ void __launch_bounds__(kCombineWarps* kWarpSize)
     attention_combine_kernel(AttentionArgs a, int64_t bound, int64_t splits, const float* partial) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     __shared__ float best[kMaxSplits], total[kMaxSplits];
     __shared__ float shared[32];
     __shared__ float sums[kCombineWarps][kWarpSize];
@@ -697,10 +710,8 @@ void launch_attention_splits(const AttentionArgs& a, const AttentionPlan& p, flo
     const auto aligned = [](const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; };
     const bool wide_copies = a.head_dim % 4 == 0 && aligned(a.k_cache) && aligned(a.v_cache);
     const int64_t blocks = p.splits * p.group_chunks * a.kv_heads * a.n;
-    kernel<<<static_cast<unsigned>(blocks), kAttentionThreads, stage_bytes, stream>>>(a, p.bound, p.splits,
-                                                                                      p.group_chunks, wide_copies,
-                                                                                      partial);
-    DUET_CUDA_CHECK_LAUNCH("attention_split_kernel");
+    launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kAttentionThreads), stage_bytes, stream,
+                 "attention_split_kernel", a, p.bound, p.splits, p.group_chunks, wide_copies, partial);
 }
 
 template <int DPL>
@@ -723,9 +734,9 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
     require(kernel >= 1 && kernel <= kMaxConvKernel, "causal_conv1d_silu: kernel ", kernel, " is outside 1..",
             kMaxConvKernel);
     if (channels == 0) return;
-    conv1d_silu_kernel<<<static_cast<unsigned>((channels + 127) / 128), 128, 0, stream>>>(
-        x, x_stride, n, channels, taps, bias, static_cast<int>(kernel), ring, out, ring_history);
-    DUET_CUDA_CHECK_LAUNCH("conv1d_silu_kernel");
+    launch_early(conv1d_silu_kernel, dim3(static_cast<unsigned>((channels + 127) / 128)), dim3(128), 0, stream,
+                 "conv1d_silu_kernel", x, x_stride, n, channels, taps, bias, static_cast<int>(kernel), ring, out,
+                 ring_history);
 }
 
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream) {
@@ -737,17 +748,13 @@ void ssm_scan(const SsmScanArgs& args, cudaStream_t stream) {
         (args.state_history == nullptr || aligned(args.state_history))) {
         const int64_t units = args.heads * ((args.head_dim + kScanRows - 1) / kScanRows);
         const auto blocks = static_cast<unsigned>((units + kScanWarps - 1) / kScanWarps);
-        if (ns <= 4 * kWarpSize) {
-            ssm_scan_registers_kernel<1><<<blocks, kScanWarps * kWarpSize, 0, stream>>>(args);
-        } else {
-            ssm_scan_registers_kernel<2><<<blocks, kScanWarps * kWarpSize, 0, stream>>>(args);
-        }
-        DUET_CUDA_CHECK_LAUNCH("ssm_scan_registers_kernel");
+        launch_early(ns <= 4 * kWarpSize ? ssm_scan_registers_kernel<1> : ssm_scan_registers_kernel<2>, dim3(blocks),
+                     dim3(kScanWarps * kWarpSize), 0, stream, "ssm_scan_registers_kernel", args);
         return;
     }
     constexpr int kWarps = 4;
-    ssm_scan_kernel<<<static_cast<unsigned>((pairs + kWarps - 1) / kWarps), kWarps * kWarpSize, 0, stream>>>(args);
-    DUET_CUDA_CHECK_LAUNCH("ssm_scan_kernel");
+    launch_early(ssm_scan_kernel, dim3(static_cast<unsigned>((pairs + kWarps - 1) / kWarps)), dim3(kWarps * kWarpSize),
+                 0, stream, "ssm_scan_kernel", args);
 }
 
 void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream) {
@@ -757,18 +764,12 @@ void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream) {
     const auto blocks =
         static_cast<unsigned>(args.v_heads * ((args.v_dim + kDeltaColumns - 1) / kDeltaColumns));
     const int64_t rows = (args.k_dim + kDeltaWarps - 1) / kDeltaWarps;
-    if (rows <= 2) {
-        gated_delta_rule_kernel<2><<<blocks, kDeltaThreads, 0, stream>>>(args);
-    } else if (rows <= 4) {
-        gated_delta_rule_kernel<4><<<blocks, kDeltaThreads, 0, stream>>>(args);
-    } else if (rows <= 8) {
-        gated_delta_rule_kernel<8><<<blocks, kDeltaThreads, 0, stream>>>(args);
-    } else if (rows <= 16) {
-        gated_delta_rule_kernel<16><<<blocks, kDeltaThreads, 0, stream>>>(args);
-    } else {
-        gated_delta_rule_kernel<32><<<blocks, kDeltaThreads, 0, stream>>>(args);
-    }
-    DUET_CUDA_CHECK_LAUNCH("gated_delta_rule_kernel");
+    auto* kernel = rows <= 2    ? gated_delta_rule_kernel<2>
+                   : rows <= 4  ? gated_delta_rule_kernel<4>
+                   : rows <= 8  ? gated_delta_rule_kernel<8>
+                   : rows <= 16 ? gated_delta_rule_kernel<16>
+                                : gated_delta_rule_kernel<32>;
+    launch_early(kernel, dim3(blocks), dim3(kDeltaThreads), 0, stream, "gated_delta_rule_kernel", args);
 }
 
 size_t attention_scratch_floats(const AttentionArgs& args) {
@@ -790,9 +791,9 @@ void attention(const AttentionArgs& args, float* scratch, cudaStream_t stream) {
     }
     if (p.splits > 1) {
         const int64_t pieces = (args.head_dim + kWarpSize - 1) / kWarpSize;
-        attention_combine_kernel<<<static_cast<unsigned>(args.n * args.heads * pieces), kCombineWarps * kWarpSize, 0,
-                                   stream>>>(args, p.bound, p.splits, scratch);
-        DUET_CUDA_CHECK_LAUNCH("attention_combine_kernel");
+        launch_early(attention_combine_kernel, dim3(static_cast<unsigned>(args.n * args.heads * pieces)),
+                     dim3(kCombineWarps * kWarpSize), 0, stream, "attention_combine_kernel", args, p.bound, p.splits,
+                     scratch);
     }
 }
 

@@ -1,6 +1,6 @@
 // Expert routing, one block per token, with the CPU's exact rules (see kernels/cpu/moe_routing.h):
-// the same scores, the same ties to the lower index, the same normalisation. The top-k is k rounds
-// of a block-wide arg-max over the experts not yet taken.
+// the same scores, the same ties to the lower index, the same normalisation. The top-k ranks every
+// expert against the others in one pass.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/ops.h"
@@ -24,44 +24,29 @@ __device__ __forceinline__ void keep_better(float& value, int& index, float othe
     }
 }
 
-// The k best of values[0..count) not marked in `taken`, best first, into order[0..k), found by one
-// warp: each lane keeps the best of its own entries (e ≡ lane mod 32), and each round a shuffle
-// arg-max picks the winner, whose lane alone looks for its next best. No round waits for the block.
-__device__ void warp_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
-    const int lane = threadIdx.x % kWarpSize;
-    float mine = 0.0f;
-    int mine_index = -1;
-    auto find_own_best = [&] {
-        mine = 0.0f;
-        mine_index = -1;
-        for (int e = lane; e < count; e += kWarpSize) {
-            if (!taken[e]) keep_better(mine, mine_index, values[e], e);
-        }
-    };
-    find_own_best();
-    for (int round = 0; round < k; ++round) {
-        float value = mine;
-        int index = mine_index;
-        // A butterfly: every lane ends with the same winner (keep_better is a total order).
-#pragma unroll
-        for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-            const float other_value = __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-            const int other_index = __shfl_xor_sync(0xFFFFFFFFu, index, offset);
-            keep_better(value, index, other_value, other_index);
-        }
-        if (lane == 0) order[round] = index;
-        if (index >= 0 && index % kWarpSize == lane) {
-            taken[index] = true;
-            find_own_best();
-        }
-    }
-}
+// The key an entry is ranked by: its value, NaN as the worst (so the ranks stay a permutation).
+__device__ __forceinline__ float rank_key(float value) { return isnan(value) ? -INFINITY : value; }
 
-// warp_top_indices for a whole block: every thread calls it; `values` and `taken` are ready before,
-// `order` and `taken` for every thread after.
+// The k best of values[0..count) (k at most count), best first, into order[0..k), marked in `taken`;
+// every thread of the block calls it, `values` ready before, `order` and `taken` for every thread
+// after. Each thread ranks its own entries against all the others (rank: how many are better, that
+// is larger or equal with a lower index, keep_better's order) and the entry of rank r < k is
+// order[r]: one pass over shared memory instead of k dependent rounds of arg-max.
 __device__ void block_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
     __syncthreads();
-    if (threadIdx.x < kWarpSize) warp_top_indices(values, count, k, taken, order);
+    for (int e = threadIdx.x; e < count; e += blockDim.x) {
+        const float v = rank_key(values[e]);
+        int rank = 0;
+#pragma unroll 8
+        for (int j = 0; j < count; ++j) {
+            const float u = rank_key(values[j]);
+            rank += (u > v || (u == v && j < e)) ? 1 : 0;
+        }
+        if (rank < k) {
+            order[rank] = e;
+            taken[e] = true;
+        }
+    }
     __syncthreads();
 }
 

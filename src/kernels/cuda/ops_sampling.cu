@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/early_launch.cuh"
 #include "kernels/cuda/ops.h"
 #include "sample/philox.h"
 
@@ -442,6 +443,8 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
 
 __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, int count, SamplingParams params,
                                                           const int32_t* step, uint32_t slot, int32_t* out) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     __shared__ Shared sh;
     const float uniform = uniform_draw(params.seed, static_cast<uint32_t>(*step), slot + blockIdx.x);
     const int32_t choice = sample_row(logits + int64_t(blockIdx.x) * count, count, params.temperature, params.top_k,
@@ -453,6 +456,8 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
                                                                    SamplingParams params, RasParams ras,
                                                                    int32_t* recent, const int32_t* step, uint32_t slot,
                                                                    int32_t exempt, int32_t* out) {
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
     __shared__ Shared sh;
     const uint32_t counter = static_cast<uint32_t>(*step);
     int32_t choice = sample_row(logits, count, params.temperature, params.top_k, params.top_p,
@@ -519,9 +524,8 @@ void sample(const float* logits, int64_t rows, int64_t count, const SamplingPara
     if (rows <= 0) return;
     SamplingParams p = params;
     p.seed = draws.seed;
-    sample_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, static_cast<int>(count), p,
-                                                                          draws.step, draws.slot, out);
-    DUET_CUDA_CHECK_LAUNCH("sample_kernel");
+    launch_early(sample_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, "sample_kernel", logits,
+                 static_cast<int>(count), p, draws.step, draws.slot, out);
 }
 
 void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
@@ -529,9 +533,8 @@ void sample_with_ras(const float* logits, int64_t count, const SamplingParams& p
     check_sampling(count, params);
     SamplingParams p = params;
     p.seed = draws.seed;
-    sample_with_ras_kernel<<<1, kThreads, 0, stream>>>(logits, static_cast<int>(count), p, ras, recent, draws.step,
-                                                       draws.slot, exempt, out);
-    DUET_CUDA_CHECK_LAUNCH("sample_with_ras_kernel");
+    launch_early(sample_with_ras_kernel, dim3(1), dim3(kThreads), 0, stream, "sample_with_ras_kernel", logits,
+                 static_cast<int>(count), p, ras, recent, draws.step, draws.slot, exempt, out);
 }
 
 void uniform_draws(const uint64_t* seeds, const uint64_t* steps, const uint32_t* slots, int64_t n, float* out,

@@ -151,8 +151,7 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::
     gated_attention(b, TowerScratch::attention_shape(c), w.attention, attention_in, at, s.tower_keys(t),
                     s.tower_values(t), sc.attention, x);
     const NormedInput mlp_in(b, x, n, dim, w.post_norm.data(), c.norm_eps, sc.normed.data());
-    mlp_in.product(w.gate, sc.gate.data());
-    mlp_in.product(w.up, sc.up.data());
+    mlp_in.products({{w.gate, sc.gate.data()}, {w.up, sc.up.data()}});
     b.silu_mul(sc.gate.data(), sc.up.data(), n * c.inter);
     b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);

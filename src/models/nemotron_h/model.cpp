@@ -110,9 +110,7 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
 void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, float* keys, float* values,
                      const StepPosition& at, const NormedInput& xn, Scratch& sc, float* h) {
     const int64_t n = xn.tokens(), kv_width = c.kv_heads * c.head_dim;
-    xn.product(w.q, sc.projected.data());
-    xn.product(w.k, sc.new_keys.data());
-    xn.product(w.v, sc.new_values.data());
+    xn.products({{w.q, sc.projected.data()}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
     b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
     b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
     AttentionArgs a;
@@ -178,8 +176,7 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
                 break;
             case LayerKind::MoE:
                 b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
-                b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), sc.mixed.data());
-                b.add(h, sc.mixed.data(), n * hidden);
+                b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), h);
                 break;
             case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, layer.norm, h, n, sc); break;
         }
@@ -350,8 +347,7 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
                     StepPosition{s.draft_position(), nullptr, s.capacity()},
                     NormedInput(b, x, n, h, d.attention_norm.data(), c.norm_eps, sc.normed.data()), sc, x);
     b.rmsnorm(x, d.moe_norm.data(), n, h, c.norm_eps, sc.normed.data());
-    b.moe_relu2(sc.normed.data(), n, d.moe.experts, routing_of(c), sc.mixed.data());
-    b.add(x, sc.mixed.data(), n * h);
+    b.moe_relu2(sc.normed.data(), n, d.moe.experts, routing_of(c), x);
     s.advance_draft(n);
 
     const int64_t rows = all_logits ? n : 1;

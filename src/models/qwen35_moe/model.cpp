@@ -56,7 +56,6 @@ struct Scratch {
         auto make = [&](int64_t width) { return b.alloc(static_cast<size_t>(n * std::max<int64_t>(width, 1))); };
         h = make(c.hidden);
         normed = make(c.hidden);
-        mixed = make(c.hidden);
         projected = make(c.conv_dim());
         conv_out = make(c.conv_dim());
         gate = make(c.linear_v_width());
@@ -64,7 +63,7 @@ struct Scratch {
         beta_in = make(c.linear_v_heads);
         decay_in = make(c.linear_v_heads);
     }
-    Buffer h, normed, mixed, projected, conv_out, gate, inner, beta_in, decay_in;
+    Buffer h, normed, projected, conv_out, gate, inner, beta_in, decay_in;
     GatedAttentionScratch attention;
 };
 
@@ -72,10 +71,8 @@ struct Scratch {
 void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWeights& w, State& s, int64_t slot,
                             const NormedInput& xn, int64_t chunk, Scratch& sc, float* h) {
     const int64_t n = xn.tokens(), conv_dim = c.conv_dim(), v_width = c.linear_v_width();
-    xn.product(w.qkv, sc.projected.data());
-    xn.product(w.z, sc.gate.data());
-    xn.product(w.b, sc.beta_in.data());
-    xn.product(w.a, sc.decay_in.data());
+    xn.products({{w.qkv, sc.projected.data()}, {w.z, sc.gate.data()}, {w.b, sc.beta_in.data()},
+                 {w.a, sc.decay_in.data()}});
     b.causal_conv1d_silu(sc.projected.data(), conv_dim, n, conv_dim, w.conv_taps.data(), nullptr, c.conv_kernel,
                          s.conv_ring(slot), sc.conv_out.data());
     GatedDeltaArgs d;
@@ -160,7 +157,6 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
 
     float* h = sc.h.data();
     float* xn = sc.normed.data();
-    float* out = sc.mixed.data();
     b.copy(h, rows, static_cast<size_t>(n * hidden));
     report(0, h);
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
@@ -174,8 +170,7 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
             full_attention_mixer(c, b, layer.attention, s, layer.state_slot, mixer_in, at, sc, h);
         }
         b.rmsnorm(h, layer.post_norm.data(), n, hidden, c.norm_eps, xn);
-        b.moe_swiglu(xn, n, layer.moe, c.experts_per_token, c.norm_topk, out);
-        b.add(h, out, n * hidden);
+        b.moe_swiglu(xn, n, layer.moe, c.experts_per_token, c.norm_topk, h);
         if (i + 1 < layers) report(i + 1, h);
     }
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, normed);

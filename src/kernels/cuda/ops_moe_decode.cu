@@ -1,0 +1,162 @@
+// A mixture-of-experts layer of a few tokens in two launches: every chosen expert's first product
+// and the shared expert's in one, then every down product, the routing weights, the shared
+// expert's gate and the residual add in the other. Each launch streams all the weights it needs
+// once; splitting the layer into more kernels costs a kernel's fixed start and drain each time,
+// which at decode sizes is as long as reading the shared expert itself.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/early_launch.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace duet::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+
+// Where slot `slot` of the first launch reads and writes: routed slots [0, routed_slots) take the
+// expert chosen for them, the slots after them are the shared expert, one per token.
+struct FirstSlot {
+    bool shared;
+    int64_t token, rows;
+    float* out;
+};
+
+__device__ __forceinline__ FirstSlot first_slot(const ExpertFirstArgs& a, int64_t slot) {
+    if (slot < a.routed_slots) {
+        return {false, slot / a.slots_per_token, a.routed_rows, a.routed_out + slot * a.routed_rows};
+    }
+    const int64_t token = slot - a.routed_slots;
+    return {true, token, a.shared_rows, a.shared_out + token * a.shared_rows};
+}
+
+// Block (row block, slot): the slot's rows of relu²(first · x), or of silu(first · x) · (second · x).
+template <bool kSwiglu, int kLanes>
+__global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs a) {
+    const FirstSlot s = first_slot(a, blockIdx.y);
+    const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / kLanes;
+    if (int64_t(blockIdx.x) * (kThreads / kLanes) >= s.rows) return;  // the shared expert may have more rows
+    const bool active = row < s.rows;
+    const int64_t offset = (active ? row : 0) * a.chunks, count = active ? a.chunks : 0;
+    RowDot<kLanes> first, second;
+    int expert = a.shared_index;
+    if (s.shared) {
+        // The shared expert's weights need nothing from earlier kernels: request them first.
+        first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
+        if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
+        wait_for_inputs();
+    } else {
+        wait_for_inputs();  // the expert is chosen by the kernel before
+        expert = a.expert_of[blockIdx.y];
+        first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
+        if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
+    }
+    const PlainInput input{reinterpret_cast<const float4*>(a.x + s.token * a.chunks * 8)};
+    float value = first.finish(input);
+    if (kSwiglu) {
+        value = silu(value) * second.finish(input);
+    } else {
+        value = fmaxf(value, 0.0f);
+        value *= value;
+    }
+    allow_next_kernel();
+    if (active && threadIdx.x % kLanes == 0) s.out[row] = value;
+}
+
+// Block (row block, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
+// shared mid), the chosen experts taken two at a time so that twice the loads are in flight.
+template <int kLanes>
+__global__ void __launch_bounds__(kThreads) expert_down_kernel(ExpertDownArgs a) {
+    const int64_t token = blockIdx.y;
+    const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / kLanes;
+    const bool active = row < a.rows;
+    const int64_t r = active ? row : 0;
+    const bool has_shared = a.shared_index >= 0;
+    RowDot<kLanes> shared;
+    if (has_shared) {
+        shared.start(static_cast<const uint4*>(a.down[a.shared_index]) + r * a.shared_chunks,
+                     active ? a.shared_chunks : 0);
+    }
+    wait_for_inputs();
+    const int32_t* chosen = a.expert_of + token * a.k;
+    const float* weight = a.weights + token * a.k;
+    const int64_t count = active ? a.routed_chunks : 0;
+    auto routed_row = [&](int64_t j) {
+        return static_cast<const uint4*>(a.down[chosen[j]]) + r * a.routed_chunks;
+    };
+    auto routed_mid = [&](int64_t j) {
+        return PlainInput{reinterpret_cast<const float4*>(a.routed_mid + (token * a.k + j) * a.routed_chunks * 8)};
+    };
+    float sum = 0.0f;
+    for (int64_t j = 0; j < a.k; j += 2) {
+        const bool pair = j + 1 < a.k;
+        RowDot<kLanes> one, two;
+        one.start(routed_row(j), count);
+        two.start(pair ? routed_row(j + 1) : routed_row(j), pair ? count : 0);
+        const float first = one.finish(routed_mid(j));
+        const float second = two.finish(routed_mid(pair ? j + 1 : j));
+        sum += weight[j] * first;
+        if (pair) sum += weight[j + 1] * second;
+    }
+    if (has_shared) {
+        const float value =
+            shared.finish(PlainInput{reinterpret_cast<const float4*>(a.shared_mid + token * a.shared_chunks * 8)});
+        sum += a.shared_gate_logit != nullptr ? sigmoid(a.shared_gate_logit[token]) * value : value;
+    }
+    allow_next_kernel();
+    if (active && threadIdx.x % kLanes == 0) a.out[token * a.rows + row] += sum;
+}
+
+template <bool kSwiglu, int kLanes>
+void launch_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreads / kLanes;
+    const int64_t rows = std::max(a.routed_rows, a.shared_index >= 0 ? a.shared_rows : 0);
+    const int64_t slots = a.routed_slots + (a.shared_index >= 0 ? tokens : 0);
+    launch_early(expert_first_kernel<kSwiglu, kLanes>,
+                 dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(slots)),
+                 dim3(kThreads), 0, stream, "expert_first_kernel", a);
+}
+
+template <int kLanes>
+void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreads / kLanes;
+    launch_early(expert_down_kernel<kLanes>,
+                 dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                      static_cast<unsigned>(tokens)),
+                 dim3(kThreads), 0, stream, "expert_down_kernel", a);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool expert_layer_fits(int64_t hidden, int64_t routed_inter, int64_t shared_inter, int64_t slots) {
+    return hidden % 8 == 0 && routed_inter % 8 == 0 && shared_inter % 8 == 0 && slots <= 65535;
+}
+
+void expert_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream) {
+    require(a.chunks > 0 && aligned16(a.x), "expert_first: inputs must be whole, aligned 16-byte groups");
+    if (a.routed_slots + tokens == 0) return;
+    const bool swiglu = a.second != nullptr;
+    switch (row_lanes(a.chunks)) {
+        case 32: swiglu ? launch_first<true, 32>(a, tokens, stream) : launch_first<false, 32>(a, tokens, stream); break;
+        case 16: swiglu ? launch_first<true, 16>(a, tokens, stream) : launch_first<false, 16>(a, tokens, stream); break;
+        default: swiglu ? launch_first<true, 8>(a, tokens, stream) : launch_first<false, 8>(a, tokens, stream); break;
+    }
+}
+
+void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
+    require(aligned16(a.routed_mid) && (a.shared_index < 0 || aligned16(a.shared_mid)),
+            "expert_down: inputs must be aligned 16-byte groups");
+    if (tokens == 0 || a.rows == 0) return;
+    switch (row_lanes(a.routed_chunks)) {
+        case 32: launch_down<32>(a, tokens, stream); break;
+        case 16: launch_down<16>(a, tokens, stream); break;
+        default: launch_down<8>(a, tokens, stream); break;
+    }
+}
+
+}  // namespace duet::cuda
