@@ -73,13 +73,14 @@ struct NormedInput {
 
 // The dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with an input, by a group of
 // kLanes consecutive lanes (a whole warp, or a part of one for short rows, so that every lane still
-// has loads to issue): each lane keeps four 16-byte weight loads in flight (the memory-bound
+// has loads to issue): each lane keeps kLoads 16-byte weight loads in flight (the memory-bound
 // decode's whole game); weights are streamed once, so they are loaded evict-first while the input
 // stays cached. start() requests the first weights, which need nothing from earlier kernels, so a
 // kernel launched early calls it before wait_for_inputs(); finish() reads the input and returns the
 // sum to every lane of the group. Every lane of the warp must call finish() (the sum shuffles across
-// the warp): a group without a row starts with chunks = 0.
-template <int kLanes = kWarpSize>
+// the warp): a group without a row starts with chunks = 0. More loads a lane suit kernels whose rows
+// are short enough to be read in one round of them.
+template <int kLanes = kWarpSize, int kLoads = 4>
 class RowDot {
     static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32, "a row's lanes are 8, 16 or a whole warp");
 
@@ -120,7 +121,6 @@ public:
     }
 
 private:
-    static constexpr int kLoads = 4;
     __device__ __forceinline__ void load_weights() {
 #pragma unroll
         for (int u = 0; u < kLoads; ++u) {

@@ -66,45 +66,55 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
     if (active && threadIdx.x % kLanes == 0) s.out[row] = value;
 }
 
+// Most sources a row of the down launch sums: the chosen experts and the shared one.
+constexpr int kMaxDownSources = 65;
+
 // Block (row block, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
-// shared mid), the chosen experts taken two at a time so that twice the loads are in flight.
-template <int kLanes>
+// shared mid). The block first looks up every source's matrix and weight once into shared memory,
+// so that a lane's reads of a source's row wait on no other load; each row is then read in one
+// round of kLoads loads a lane where it is short enough, kBatch sources at a time (short rows leave
+// a lane few loads of one source to wait on, so several sources' loads go out together).
+template <int kLanes, int kLoads, int kBatch>
 __global__ void __launch_bounds__(kThreads) expert_down_kernel(ExpertDownArgs a) {
+    __shared__ const uint4* matrix[kMaxDownSources];
+    __shared__ float weight[kMaxDownSources];
     const int64_t token = blockIdx.y;
     const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / kLanes;
     const bool active = row < a.rows;
-    const int64_t r = active ? row : 0;
-    const bool has_shared = a.shared_index >= 0;
-    RowDot<kLanes> shared;
-    if (has_shared) {
-        shared.start(static_cast<const uint4*>(a.down[a.shared_index]) + r * a.shared_chunks,
-                     active ? a.shared_chunks : 0);
-    }
+    const int sources = static_cast<int>(a.k) + (a.shared_index >= 0 ? 1 : 0);
     wait_for_inputs();
-    const int32_t* chosen = a.expert_of + token * a.k;
-    const float* weight = a.weights + token * a.k;
-    const int64_t count = active ? a.routed_chunks : 0;
-    auto routed_row = [&](int64_t j) {
-        return static_cast<const uint4*>(a.down[chosen[j]]) + r * a.routed_chunks;
-    };
-    auto routed_mid = [&](int64_t j) {
-        return PlainInput{reinterpret_cast<const float4*>(a.routed_mid + (token * a.k + j) * a.routed_chunks * 8)};
+    for (int j = threadIdx.x; j < sources; j += kThreads) {
+        if (j < a.k) {
+            matrix[j] = static_cast<const uint4*>(a.down[a.expert_of[token * a.k + j]]);
+            weight[j] = a.weights[token * a.k + j];
+        } else {
+            matrix[j] = static_cast<const uint4*>(a.down[a.shared_index]);
+            weight[j] = a.shared_gate_logit != nullptr ? sigmoid(a.shared_gate_logit[token]) : 1.0f;
+        }
+    }
+    __syncthreads();
+    const int64_t r = active ? row : 0;
+    auto chunks_of = [&](int j) { return j < a.k ? a.routed_chunks : a.shared_chunks; };
+    auto input_of = [&](int j) {
+        const float* mid = j < a.k ? a.routed_mid + (token * a.k + j) * a.routed_chunks * 8
+                                   : a.shared_mid + token * a.shared_chunks * 8;
+        return PlainInput{reinterpret_cast<const float4*>(mid)};
     };
     float sum = 0.0f;
-    for (int64_t j = 0; j < a.k; j += 2) {
-        const bool pair = j + 1 < a.k;
-        RowDot<kLanes> one, two;
-        one.start(routed_row(j), count);
-        two.start(pair ? routed_row(j + 1) : routed_row(j), pair ? count : 0);
-        const float first = one.finish(routed_mid(j));
-        const float second = two.finish(routed_mid(pair ? j + 1 : j));
-        sum += weight[j] * first;
-        if (pair) sum += weight[j + 1] * second;
-    }
-    if (has_shared) {
-        const float value =
-            shared.finish(PlainInput{reinterpret_cast<const float4*>(a.shared_mid + token * a.shared_chunks * 8)});
-        sum += a.shared_gate_logit != nullptr ? sigmoid(a.shared_gate_logit[token]) * value : value;
+    for (int j = 0; j < sources; j += kBatch) {
+        RowDot<kLanes, kLoads> dot[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+            const bool real = j + b < sources;
+            dot[b].start(matrix[real ? j + b : j] + r * chunks_of(real ? j + b : j),
+                         real && active ? chunks_of(j + b) : 0);
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+            const bool real = j + b < sources;
+            const float value = dot[b].finish(input_of(real ? j + b : j));
+            if (real) sum += weight[j + b] * value;
+        }
     }
     allow_next_kernel();
     if (active && threadIdx.x % kLanes == 0) a.out[token * a.rows + row] += sum;
@@ -120,10 +130,10 @@ void launch_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
                  dim3(kThreads), 0, stream, "expert_first_kernel", a);
 }
 
-template <int kLanes>
+template <int kLanes, int kLoads, int kBatch>
 void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreads / kLanes;
-    launch_early(expert_down_kernel<kLanes>,
+    launch_early(expert_down_kernel<kLanes, kLoads, kBatch>,
                  dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock),
                       static_cast<unsigned>(tokens)),
                  dim3(kThreads), 0, stream, "expert_down_kernel", a);
@@ -149,13 +159,17 @@ void expert_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
 }
 
 void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
+    require(a.k + 1 <= kMaxDownSources, "expert_down: ", a.k, " experts a token exceed the kernel's ",
+            kMaxDownSources - 1);
     require(aligned16(a.routed_mid) && (a.shared_index < 0 || aligned16(a.shared_mid)),
             "expert_down: inputs must be aligned 16-byte groups");
     if (tokens == 0 || a.rows == 0) return;
     switch (row_lanes(a.routed_chunks)) {
-        case 32: launch_down<32>(a, tokens, stream); break;
-        case 16: launch_down<16>(a, tokens, stream); break;
-        default: launch_down<8>(a, tokens, stream); break;
+        // Rows of 128 or more groups: 8 loads a lane read up to 256 groups (Nemotron-H's 232) at once.
+        // Shorter rows (Qwen3.5-MoE's 64 groups) take three sources at a time.
+        case 32: launch_down<32, 8, 1>(a, tokens, stream); break;
+        case 16: launch_down<16, 4, 3>(a, tokens, stream); break;
+        default: launch_down<8, 4, 3>(a, tokens, stream); break;
     }
 }
 

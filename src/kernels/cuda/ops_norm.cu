@@ -1,5 +1,7 @@
 // RMS norms (whole rows, groups, heads), the per-head norm + RoPE of gated attention, and the
 // gates around them. One block per normalised row, threads across its values.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/ops.h"
@@ -115,7 +117,11 @@ void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
 void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
                          int64_t groups, float eps, cudaStream_t stream) {
     if (n == 0) return;
-    launch_early(gated_group_rmsnorm_kernel, dim3(static_cast<unsigned>(n * groups)), dim3(kThreads), 0, stream,
+    // A thread a value up to 512 (Nemotron-H's groups): a decode step has only `groups` blocks, so
+    // each thread's chain of dependent loads is what the kernel takes.
+    const int64_t width = dim / groups;
+    const auto threads = static_cast<unsigned>(std::clamp<int64_t>((width + 31) / 32 * 32, kThreads, 512));
+    launch_early(gated_group_rmsnorm_kernel, dim3(static_cast<unsigned>(n * groups)), dim3(threads), 0, stream,
                  "gated_group_rmsnorm_kernel", y, z, z_stride, weight, dim, groups, eps);
 }
 
