@@ -554,6 +554,7 @@ TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
 TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     for (int64_t n : {1, 5, 200}) expect_experts_agree(n, 48, 24, 40, n > 32 ? 1e-4 : 1e-5);
     for (int64_t n : {1, 3}) expect_experts_agree(n, 512, 256, 512, 1e-5);
+    expect_experts_agree(2, 1024, 1024, 2048, 1e-5);  // rows of a whole warp in both launches
 }
 
 void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t inter, int64_t shared_inter,

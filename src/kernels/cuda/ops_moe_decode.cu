@@ -4,6 +4,7 @@
 // once; splitting the layer into more kernels costs a kernel's fixed start and drain each time,
 // which at decode sizes is as long as reading the shared expert itself.
 #include <algorithm>
+#include <limits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
@@ -17,31 +18,40 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 
-// Where slot `slot` of the first launch reads and writes: routed slots [0, routed_slots) take the
-// expert chosen for them, the slots after them are the shared expert, one per token.
-struct FirstSlot {
+// How the first launch's blocks are laid out: the shared expert's row blocks of every token first
+// (they need nothing from the routing, so they start while it finishes), then each routed slot's.
+struct FirstGrid {
+    int64_t shared_blocks;  // a token's
+    int64_t routed_blocks;  // a slot's
+    int64_t shared_total;   // all tokens'
+};
+
+// What block `block` computes: the slot's expert (read for routed slots), token, rows and output.
+struct FirstBlock {
     bool shared;
-    int64_t token, rows;
+    int64_t slot, token, row_block, rows;
     float* out;
 };
 
-__device__ __forceinline__ FirstSlot first_slot(const ExpertFirstArgs& a, int64_t slot) {
-    if (slot < a.routed_slots) {
-        return {false, slot / a.slots_per_token, a.routed_rows, a.routed_out + slot * a.routed_rows};
+__device__ __forceinline__ FirstBlock first_block(const ExpertFirstArgs& a, const FirstGrid& g, int64_t block) {
+    if (block < g.shared_total) {
+        const int64_t token = block / g.shared_blocks;
+        return {true, -1, token, block % g.shared_blocks, a.shared_rows, a.shared_out + token * a.shared_rows};
     }
-    const int64_t token = slot - a.routed_slots;
-    return {true, token, a.shared_rows, a.shared_out + token * a.shared_rows};
+    block -= g.shared_total;
+    const int64_t slot = block / g.routed_blocks;
+    return {false, slot, slot / a.slots_per_token, block % g.routed_blocks, a.routed_rows,
+            a.routed_out + slot * a.routed_rows};
 }
 
-// Block (row block, slot): the slot's rows of relu²(first · x), or of silu(first · x) · (second · x).
-template <bool kSwiglu, int kLanes>
-__global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs a) {
-    const FirstSlot s = first_slot(a, blockIdx.y);
-    const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / kLanes;
-    if (int64_t(blockIdx.x) * (kThreads / kLanes) >= s.rows) return;  // the shared expert may have more rows
+// A block's rows of relu²(first · x), or of silu(first · x) · (second · x).
+template <bool kSwiglu, int kLanes, int kLoads>
+__global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs a, FirstGrid g) {
+    const FirstBlock s = first_block(a, g, blockIdx.x);
+    const int64_t row = (s.row_block * kThreads + threadIdx.x) / kLanes;
     const bool active = row < s.rows;
     const int64_t offset = (active ? row : 0) * a.chunks, count = active ? a.chunks : 0;
-    RowDot<kLanes> first, second;
+    RowDot<kLanes, kLoads> first, second;
     int expert = a.shared_index;
     if (s.shared) {
         // The shared expert's weights need nothing from earlier kernels: request them first.
@@ -50,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
         wait_for_inputs();
     } else {
         wait_for_inputs();  // the expert is chosen by the kernel before
-        expert = a.expert_of[blockIdx.y];
+        expert = a.expert_of[s.slot];
         first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
         if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
     }
@@ -120,14 +130,17 @@ __global__ void __launch_bounds__(kThreads) expert_down_kernel(ExpertDownArgs a)
     if (active && threadIdx.x % kLanes == 0) a.out[token * a.rows + row] += sum;
 }
 
-template <bool kSwiglu, int kLanes>
+template <bool kSwiglu, int kLanes, int kLoads>
 void launch_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreads / kLanes;
-    const int64_t rows = std::max(a.routed_rows, a.shared_index >= 0 ? a.shared_rows : 0);
-    const int64_t slots = a.routed_slots + (a.shared_index >= 0 ? tokens : 0);
-    launch_early(expert_first_kernel<kSwiglu, kLanes>,
-                 dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(slots)),
-                 dim3(kThreads), 0, stream, "expert_first_kernel", a);
+    FirstGrid g;
+    g.shared_blocks = a.shared_index >= 0 ? (a.shared_rows + kRowsPerBlock - 1) / kRowsPerBlock : 0;
+    g.routed_blocks = (a.routed_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    g.shared_total = g.shared_blocks * tokens;
+    const int64_t blocks = g.shared_total + g.routed_blocks * a.routed_slots;
+    require(blocks <= std::numeric_limits<int>::max(), "expert_first: ", blocks, " blocks exceed the grid limit");
+    launch_early(expert_first_kernel<kSwiglu, kLanes, kLoads>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                 stream, "expert_first_kernel", a, g);
 }
 
 template <int kLanes, int kLoads, int kBatch>
@@ -151,10 +164,17 @@ void expert_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
     require(a.chunks > 0 && aligned16(a.x), "expert_first: inputs must be whole, aligned 16-byte groups");
     if (a.routed_slots + tokens == 0) return;
     const bool swiglu = a.second != nullptr;
+    // Rows of 256 or more groups (Nemotron-H's 336): 8 loads a lane, two rounds instead of three.
     switch (row_lanes(a.chunks)) {
-        case 32: swiglu ? launch_first<true, 32>(a, tokens, stream) : launch_first<false, 32>(a, tokens, stream); break;
-        case 16: swiglu ? launch_first<true, 16>(a, tokens, stream) : launch_first<false, 16>(a, tokens, stream); break;
-        default: swiglu ? launch_first<true, 8>(a, tokens, stream) : launch_first<false, 8>(a, tokens, stream); break;
+        case 32:
+            swiglu ? launch_first<true, 32, 4>(a, tokens, stream) : launch_first<false, 32, 8>(a, tokens, stream);
+            break;
+        case 16:
+            swiglu ? launch_first<true, 16, 4>(a, tokens, stream) : launch_first<false, 16, 4>(a, tokens, stream);
+            break;
+        default:
+            swiglu ? launch_first<true, 8, 4>(a, tokens, stream) : launch_first<false, 8, 4>(a, tokens, stream);
+            break;
     }
 }
 
