@@ -957,20 +957,23 @@ TEST(CpuOpsMoe, MatchesDenseReference) {
     }
 }
 
-// Backend::moe_relu2 adds the layer to the residual stream it is given: the stream after it is the
-// stream before plus what the kernel alone computes.
+// Backend::moe_relu2 normalises its input and adds the layer to the residual stream it is given: the
+// stream after it is the stream before plus what the kernel alone computes on the normalised input.
 TEST(CpuMoe, BackendAddsTheLayerToTheStream) {
     std::mt19937 rng(77);
     const int64_t n = 3, hidden = 32;
     const MoeProblem problem(rng, DType::BF16, 8, hidden, 16, 24);
     const MoeRouting routing = make_routing(2, 1, 1, true, 1.0f);
     const MoeWeights weights = problem.weights();
-    const std::vector<float> x = random_values(rng, n * hidden);
-    std::vector<float> alone(static_cast<size_t>(n * hidden), kNaN);
-    moe_relu2(x.data(), n, weights, routing, alone.data(), nullptr);
+    const std::vector<float> x = random_values(rng, n * hidden), norm = random_values(rng, hidden, 0.5f, 1.5f);
+    std::vector<float> normed(static_cast<size_t>(n * hidden), kNaN), alone(normed.size(), kNaN);
+    rmsnorm(x.data(), norm.data(), n, hidden, 1e-5f, normed.data(), nullptr);
+    moe_relu2(normed.data(), n, weights, routing, alone.data(), nullptr);
     const std::vector<float> before = random_values(rng, n * hidden);
-    std::vector<float> stream = before;
-    make_cpu_backend(nullptr)->moe_relu2(x.data(), n, weights, routing, stream.data());
+    std::vector<float> stream = before, scratch(normed.size(), kNaN);
+    make_cpu_backend(nullptr)->moe_relu2(MoeInput{x.data(), norm.data(), 1e-5f, scratch.data()}, n, weights, routing,
+                                         stream.data());
+    EXPECT_EQ(scratch, normed);
     for (size_t i = 0; i < stream.size(); ++i) ASSERT_EQ(stream[i], before[i] + alone[i]) << "value " << i;
 }
 

@@ -57,6 +57,15 @@ struct AttentionArgs {
     float* out = nullptr;  // [n, heads * head_dim]
 };
 
+// The input of a mixture-of-experts layer: the residual stream x [n, hidden], RMS-normalised with
+// norm_weight (and eps) into `normed` ([n, hidden], kept by the caller) for the router and experts.
+struct MoeInput {
+    const float* x = nullptr;
+    const float* norm_weight = nullptr;
+    float eps = 0.0f;
+    float* normed = nullptr;
+};
+
 // The weights of a sigmoid-routed mixture of relu² experts with one shared expert.
 struct MoeWeights {
     MatrixView router;                // [experts, hidden]
@@ -250,9 +259,10 @@ public:
 
     virtual void attention(const AttentionArgs& args) = 0;
 
-    // out[n, hidden] += Σ_chosen w_e · down_e(relu²(up_e x)) + shared_down(relu²(shared_up x)): the
-    // layer's output is added to `out`, the residual stream, as the last step of the layer.
-    virtual void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
+    // out[n, hidden] += Σ_chosen w_e · down_e(relu²(up_e x̂)) + shared_down(relu²(shared_up x̂)), x̂ =
+    // rmsnorm(in.x) (left in in.normed): the whole layer, its norm before and its add to `out` (the
+    // residual stream, which may be in.x itself) after, so a backend may run it as few kernels.
+    virtual void moe_relu2(const MoeInput& in, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                            float* out) = 0;
     // Gated DeltaNet core (see GatedDeltaArgs).
     virtual void gated_delta_rule(const GatedDeltaArgs& args) = 0;
@@ -268,8 +278,9 @@ public:
                                     int64_t n, int64_t heads, int64_t head_dim) = 0;
     // out[n, hidden] += Σ_chosen w_e · down_e(silu(gate_e x) · up_e x)
     //                 + sigmoid(shared_expert_gate · x) · shared_down(silu(shared_gate x) · shared_up x),
-    // w = softmax(router · x) over all experts, the top_k kept (divided by their sum when normalize).
-    virtual void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& weights, int64_t top_k,
+    // w = softmax(router · x) over all experts, the top_k kept (divided by their sum when normalize);
+    // x = rmsnorm(in.x), the norm and the add as moe_relu2's.
+    virtual void moe_swiglu(const MoeInput& in, int64_t n, const SwigluMoeWeights& weights, int64_t top_k,
                             bool normalize, float* out) = 0;
 };
 

@@ -179,8 +179,9 @@ public:
         cpu::attention(a, pool_);
     }
 
-    void moe_relu2(const float* x, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
+    void moe_relu2(const MoeInput& in, int64_t n, const MoeWeights& weights, const MoeRouting& routing,
                    float* out) override {
+        const float* x = normalise(in, n, weights.router.cols);
         add_layer_output(n * weights.router.cols, out, [&](float* mixed) {
             cpu::moe_relu2(x, n, weights, routing, mixed, pool_);
         });
@@ -204,14 +205,20 @@ public:
         cpu::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, pool_);
     }
 
-    void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& weights, int64_t top_k, bool normalize,
+    void moe_swiglu(const MoeInput& in, int64_t n, const SwigluMoeWeights& weights, int64_t top_k, bool normalize,
                     float* out) override {
+        const float* x = normalise(in, n, weights.router.cols);
         add_layer_output(n * weights.router.cols, out, [&](float* mixed) {
             cpu::moe_swiglu(x, n, weights, top_k, normalize, mixed, pool_);
         });
     }
 
 private:
+    // The layer's input normalised into in.normed.
+    const float* normalise(const MoeInput& in, int64_t n, int64_t hidden) {
+        rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);
+        return in.normed;
+    }
     // out[0..count) += what `layer` writes into a buffer of that size (a layer's output added to the
     // residual stream only once it is whole, as the separate add it replaces did).
     template <typename Layer>

@@ -581,10 +581,13 @@ void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t int
     routing.groups = 4;
     routing.groups_kept = 2;
     routing.scale = 2.5f;
-    // The stream the layer is added to starts random.
-    expect_same({random_values(rng_, n * hidden), random_values(rng_, n * hidden)}, {1},
-                [&](Backend& b, std::vector<float*> p) { b.moe_relu2(p[0], n, relu, routing, p[1]); }, tolerance,
-                "relu2 experts");
+    // As in a model: the layer reads the residual stream, normalises it into scratch and adds itself
+    // to the same stream. Both the stream and the normalised input are compared.
+    const std::vector<float> norm = random_values(rng_, hidden, 0.5f, 1.5f);
+    auto layer_input = [&](std::vector<float*> p) { return MoeInput{p[0], norm.data(), 1e-5f, p[1]}; };
+    expect_same({random_values(rng_, n * hidden, -2.0f, 2.0f), std::vector<float>(n * hidden)}, {0, 1},
+                [&](Backend& b, std::vector<float*> p) { b.moe_relu2(layer_input(p), n, relu, routing, p[0]); },
+                tolerance, "relu2 experts");
 
     SwigluMoeWeights swiglu;
     swiglu.router = matrix(experts, hidden);
@@ -597,8 +600,8 @@ void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t int
     swiglu.shared_up = matrix(shared_inter, hidden);
     swiglu.shared_down = matrix(hidden, shared_inter);
     swiglu.shared_expert_gate = matrix(1, hidden);
-    expect_same({random_values(rng_, n * hidden), random_values(rng_, n * hidden)}, {1},
-                [&](Backend& b, std::vector<float*> p) { b.moe_swiglu(p[0], n, swiglu, 3, true, p[1]); },
+    expect_same({random_values(rng_, n * hidden, -2.0f, 2.0f), std::vector<float>(n * hidden)}, {0, 1},
+                [&](Backend& b, std::vector<float*> p) { b.moe_swiglu(layer_input(p), n, swiglu, 3, true, p[0]); },
                 tolerance, "swiglu experts");
 }
 

@@ -423,16 +423,21 @@ public:
         cuda::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, stream_);
     }
 
-    void moe_relu2(const float* x, int64_t n, const MoeWeights& w, const MoeRouting& routing, float* out) override {
+    void moe_relu2(const MoeInput& in, int64_t n, const MoeWeights& w, const MoeRouting& routing, float* out) override {
         Timed timed(*this, "moe_relu2");
         const int64_t experts = w.router.rows, hidden = w.router.cols, k = routing.top_k, slots = n * k;
         const int64_t inter = w.up.empty() ? 0 : w.up[0].rows;
+        const float* x = in.normed;
         float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
-        matmul(w.router, x, n, logits);
         int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
-        cuda::route_sigmoid_topk(logits, w.score_bias != nullptr ? device_vector(w.score_bias, experts) : nullptr, n,
-                                 experts, routing, chosen, weights, stream_);
+        const float* bias = w.score_bias != nullptr ? device_vector(w.score_bias, experts) : nullptr;
+        const Gate gate{in, w.router, nullptr, true, bias, routing, logits, nullptr, chosen, weights};
+        if (!gate_in_one_launch(gate, n)) {
+            rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);
+            matmul(w.router, x, n, logits);
+            cuda::route_sigmoid_topk(logits, bias, n, experts, routing, chosen, weights, stream_);
+        }
         const bool has_shared = w.shared_up.rows > 0;
         if (!grouped(n, w.up[0]) && two_launch_layer(x, n, k, w.up[0], has_shared ? &w.shared_up : nullptr)) {
             ExpertFirstArgs first = first_args(x, n, k, chosen, with_shared(w.up, w.shared_up), nullptr, inter,
@@ -468,19 +473,28 @@ public:
         cuda::combine_experts(result, weights, n, k, hidden, shared_out, nullptr, row_of_slot, out, stream_);
     }
 
-    void moe_swiglu(const float* x, int64_t n, const SwigluMoeWeights& w, int64_t top_k, bool normalize,
+    void moe_swiglu(const MoeInput& in, int64_t n, const SwigluMoeWeights& w, int64_t top_k, bool normalize,
                     float* out) override {
         Timed timed(*this, "moe_swiglu");
         const int64_t experts = w.router.rows, hidden = w.router.cols, slots = n * top_k;
         const int64_t inter = w.gate.empty() ? 0 : w.gate[0].rows;
         const int64_t shared_inter = w.shared_gate.rows;
+        const float* x = in.normed;
         float* logits = scratch(router_logits_, static_cast<size_t>(n * experts));
         float* gate_logit = scratch(shared_gate_logit_, static_cast<size_t>(n));
-        const std::array<ProductOut, 2> gating{ProductOut{w.router, logits}, ProductOut{w.shared_expert_gate, gate_logit}};
-        matmul_group(gating, x, n);
         int32_t* chosen = int_scratch(chosen_, static_cast<size_t>(slots));
         float* weights = scratch(choice_weights_, static_cast<size_t>(slots));
-        cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
+        MoeRouting routing;
+        routing.top_k = top_k;
+        routing.normalize = normalize;
+        const Gate gate{in, w.router, &w.shared_expert_gate, false, nullptr, routing, logits, gate_logit, chosen, weights};
+        if (!gate_in_one_launch(gate, n)) {
+            rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);
+            const std::array<ProductOut, 2> gating{ProductOut{w.router, logits},
+                                                   ProductOut{w.shared_expert_gate, gate_logit}};
+            matmul_group(gating, x, n);
+            cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
+        }
         if (!grouped(n, w.gate[0]) && two_launch_layer(x, n, top_k, w.gate[0], &w.shared_gate)) {
             const std::vector<MatrixView> ups = with_shared(w.up, w.shared_up);
             ExpertFirstArgs first =
@@ -607,6 +621,60 @@ private:
         cuda::silu_mul(mid, up_scratch, slots * rows, stream_);
     }
 
+    // A mixture-of-experts layer's gate: its input norm, router (and shared expert gate row) and routing.
+    struct Gate {
+        const MoeInput& in;
+        const MatrixView& router;
+        const MatrixView* gate_row;  // [1, hidden] or null
+        bool sigmoid;
+        const float* bias;  // device
+        const MoeRouting& routing;
+        float* logits;
+        float* gate_logit;
+        int32_t* chosen;
+        float* weights;
+    };
+    // Runs the gate of one token as one launch (cuda::moe_gate) where it fits; false: nothing ran.
+    bool gate_in_one_launch(const Gate& g, int64_t n) {
+        const int64_t hidden = g.router.cols;
+        const bool bf16 = g.router.dtype == DType::BF16 &&
+                          (g.gate_row == nullptr || (g.gate_row->dtype == DType::BF16 && g.gate_row->cols == hidden &&
+                                                     g.gate_row->rows == 1));
+        if (n != 1 || !bf16 || !cuda::moe_gate_fits(hidden, g.router.rows, g.routing.top_k)) return false;
+        cuda::MoeGateArgs a;
+        a.x = g.in.x;
+        a.norm_weight = device_vector(g.in.norm_weight, hidden);
+        a.eps = g.in.eps;
+        a.normed = g.in.normed;
+        a.router = device_weight(g.router.data, matrix_bytes(g.router));
+        a.gate_row = g.gate_row != nullptr ? device_weight(g.gate_row->data, matrix_bytes(*g.gate_row)) : nullptr;
+        const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+        if (!aligned(a.x) || !aligned(a.norm_weight) || !aligned(a.normed) || !aligned(a.router) ||
+            (a.gate_row != nullptr && !aligned(a.gate_row))) {
+            return false;
+        }
+        a.experts = g.router.rows;
+        a.hidden = hidden;
+        a.sigmoid = g.sigmoid;
+        a.bias = g.bias;
+        a.routing = g.routing;
+        a.logits = g.logits;
+        a.gate_logit = g.gate_logit;
+        a.chosen = g.chosen;
+        a.weights = g.weights;
+        a.blocks_done = gate_blocks_done();
+        cuda::moe_gate(a, stream_);
+        return true;
+    }
+    // The counter cuda::moe_gate's blocks count themselves in, zero between launches.
+    unsigned* gate_blocks_done() {
+        if (gate_counter_.data() == nullptr) {
+            gate_counter_ = DeviceBuffer(sizeof(unsigned));
+            DUET_CUDA_CHECK(cudaMemsetAsync(gate_counter_.data(), 0, sizeof(unsigned), stream_));
+        }
+        return static_cast<unsigned*>(gate_counter_.data());
+    }
+
     // Whether a layer of few tokens runs as two launches (cuda::expert_first / expert_down): bf16
     // experts (and shared expert, when given) of whole 16-byte rows.
     static bool two_launch_layer(const float* x, int64_t n, int64_t k, const MatrixView& expert,
@@ -727,7 +795,7 @@ private:
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_hi_,
-        group_lo_, fused_in_, fused_out_;
+        group_lo_, fused_in_, fused_out_, gate_counter_;
 };
 
 }  // namespace

@@ -132,6 +132,30 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64
                         int32_t* chosen, float* weights, cudaStream_t stream);
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream);
+// A decode token's gate in one launch: normed = rmsnorm(x) · norm_weight (stored for the experts),
+// logits = router · normed, gate_logit = gate_row · normed when gate_row is given (the shared
+// expert's gate), then the routing of route_sigmoid_topk (sigmoid) or route_softmax_topk (top_k and
+// normalize of `routing`) into chosen and weights. blocks_done: a device counter that is zero
+// before the launch (the launch leaves it zero).
+struct MoeGateArgs {
+    const float* x = nullptr;
+    const float* norm_weight = nullptr;
+    float eps = 0.0f;
+    float* normed = nullptr;
+    const void* router = nullptr;    // bf16 [experts, hidden]
+    const void* gate_row = nullptr;  // bf16 [hidden] or null
+    int64_t experts = 0, hidden = 0;
+    bool sigmoid = true;
+    const float* bias = nullptr;  // sigmoid routing's choice bias, device, or null
+    MoeRouting routing;
+    float* logits = nullptr;      // [experts]
+    float* gate_logit = nullptr;  // [1]
+    int32_t* chosen = nullptr;    // [top_k]
+    float* weights = nullptr;     // [top_k]
+    unsigned* blocks_done = nullptr;
+};
+bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k);
+void moe_gate(const MoeGateArgs& args, cudaStream_t stream);
 // out[t] += Σ_j weights[t·k + j] · expert_out[row(t·k + j)] over width, plus shared[t] when given,
 // scaled by sigmoid(shared_gate[t]) when that is given too; row(s) = row_of_slot[s], or s without it.
 void combine_experts(const float* expert_out, const float* weights, int64_t n, int64_t k, int64_t width,

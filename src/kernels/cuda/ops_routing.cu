@@ -13,6 +13,8 @@ constexpr int kMaxExperts = 1024;
 constexpr int kMaxGroups = 64;
 constexpr int kMaxTopK = 64;
 constexpr int kThreads = 256;
+// Widest x the one-launch gate normalises in shared memory (with the routing's arrays, under 48 KiB).
+constexpr int64_t kMaxGateHidden = 6144;
 
 // The better of two (value, index) candidates: the larger value, on ties the lower index; index -1
 // is no candidate.
@@ -50,16 +52,16 @@ __device__ void block_top_indices(const float* values, int count, int k, bool* t
     __syncthreads();
 }
 
-__global__ void route_sigmoid_kernel(const float* logits, const float* bias, int experts, MoeRouting routing,
-                                     int32_t* chosen, float* weights) {
+// One token's sigmoid routing by the whole block: `logits` [experts] (any memory the block may read),
+// `chosen` and `weights` [top_k].
+__device__ void route_sigmoid_token(const float* logits, const float* bias, int experts, const MoeRouting& routing,
+                                    int32_t* chosen, float* weights) {
     __shared__ float score[kMaxExperts], choice[kMaxExperts];
     __shared__ bool taken[kMaxExperts];
     __shared__ float group_score[kMaxGroups];
     __shared__ int32_t order[kMaxTopK > kMaxGroups ? kMaxTopK : kMaxGroups];
-    wait_for_inputs();
-    const int64_t t = blockIdx.x;
     for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-        score[e] = sigmoid(logits[t * experts + e]);
+        score[e] = sigmoid(logits[e]);
         choice[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
         taken[e] = false;
     }
@@ -95,23 +97,29 @@ __global__ void route_sigmoid_kernel(const float* logits, const float* bias, int
         for (int i = 0; i < k; ++i) sum += score[order[i]];
         const float denominator = routing.normalize ? sum + 1e-20f : 1.0f;
         for (int i = 0; i < k; ++i) {
-            chosen[t * k + i] = order[i];
-            weights[t * k + i] = score[order[i]] / denominator * routing.scale;
+            chosen[i] = order[i];
+            weights[i] = score[order[i]] / denominator * routing.scale;
         }
     }
 }
 
-__global__ void route_softmax_kernel(const float* logits, int experts, int top_k, bool normalize, int32_t* chosen,
-                                     float* weights) {
+__global__ void route_sigmoid_kernel(const float* logits, const float* bias, int experts, MoeRouting routing,
+                                     int32_t* chosen, float* weights) {
+    wait_for_inputs();
+    const int64_t t = blockIdx.x, k = routing.top_k;
+    route_sigmoid_token(logits + t * experts, bias, experts, routing, chosen + t * k, weights + t * k);
+}
+
+// One token's softmax routing by the whole block, as route_sigmoid_token.
+__device__ void route_softmax_token(const float* logits, int experts, int top_k, bool normalize, int32_t* chosen,
+                                    float* weights) {
     __shared__ float p[kMaxExperts];
     __shared__ bool taken[kMaxExperts];
     __shared__ float shared[32];
     __shared__ int32_t order[kMaxTopK];
-    wait_for_inputs();
-    const int64_t t = blockIdx.x;
     float best = -INFINITY;
     for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-        p[e] = logits[t * experts + e];
+        p[e] = logits[e];
         taken[e] = false;
         best = fmaxf(best, p[e]);
     }
@@ -126,10 +134,91 @@ __global__ void route_softmax_kernel(const float* logits, int experts, int top_k
         float chosen_sum = 0.0f;
         for (int i = 0; i < top_k; ++i) chosen_sum += p[order[i]];
         for (int i = 0; i < top_k; ++i) {
-            chosen[t * top_k + i] = order[i];
-            weights[t * top_k + i] = normalize ? p[order[i]] / chosen_sum : p[order[i]];
+            chosen[i] = order[i];
+            weights[i] = normalize ? p[order[i]] / chosen_sum : p[order[i]];
         }
     }
+}
+
+__global__ void route_softmax_kernel(const float* logits, int experts, int top_k, bool normalize, int32_t* chosen,
+                                     float* weights) {
+    wait_for_inputs();
+    const int64_t t = blockIdx.x;
+    route_softmax_token(logits + t * experts, experts, top_k, normalize, chosen + t * top_k, weights + t * top_k);
+}
+
+// The reads of x [hidden] normalised, from shared memory (see moe_gate_kernel).
+struct SharedInput {
+    const float4* x;
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        lo = x[2 * k];
+        hi = x[2 * k + 1];
+    }
+};
+
+constexpr int kGateRowsPerBlock = kThreads / kWarpSize;
+
+// A decode token's gate of a mixture-of-experts layer in one launch: every block normalises x into
+// shared memory (block 0 also stores it for the experts), computes its warps' router rows (the
+// optional extra row after the experts' is the shared expert's gate) and the last block to finish
+// routes. Three dependent kernels of a few microseconds each become one.
+template <bool kSigmoid>
+__global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
+    extern __shared__ float4 normed[];
+    __shared__ float reduce[32];
+    __shared__ float routed_logits[kMaxExperts];
+    __shared__ bool last;
+    const int64_t chunks = a.hidden / 8;
+    const int64_t row = int64_t(blockIdx.x) * kGateRowsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
+    const bool active = row < rows;
+    const uint4* w = row < a.experts ? static_cast<const uint4*>(a.router) + row * chunks
+                                     : static_cast<const uint4*>(a.gate_row);
+    RowDot<kWarpSize> dot;
+    dot.start(active ? w : static_cast<const uint4*>(a.router), active ? chunks : 0);  // needs nothing from before
+    wait_for_inputs();
+
+    const auto* x4 = reinterpret_cast<const float4*>(a.x);
+    const auto* g4 = reinterpret_cast<const float4*>(a.norm_weight);
+    const int quads = static_cast<int>(a.hidden / 4);
+    float squares = 0.0f;
+    for (int i = threadIdx.x; i < quads; i += kThreads) {
+        const float4 v = x4[i];
+        squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    const float inv = rsqrtf(block_sum(squares, reduce) / float(a.hidden) + a.eps);
+    for (int i = threadIdx.x; i < quads; i += kThreads) {
+        const float4 v = x4[i], g = g4[i];
+        const float4 n = make_float4(g.x * (v.x * inv), g.y * (v.y * inv), g.z * (v.z * inv), g.w * (v.w * inv));
+        normed[i] = n;
+        if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[i] = n;
+    }
+    __syncthreads();
+    const float logit = dot.finish(SharedInput{normed});
+    if (active && threadIdx.x % kWarpSize == 0) {
+        if (row < a.experts) {
+            a.logits[row] = logit;
+        } else {
+            *a.gate_logit = logit;
+        }
+    }
+
+    // The last block to finish sees every logit (the fence orders each block's stores before its count).
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(a.blocks_done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = threadIdx.x; e < a.experts; e += kThreads) routed_logits[e] = __ldcg(a.logits + e);
+    __syncthreads();
+    if (kSigmoid) {
+        route_sigmoid_token(routed_logits, a.bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights);
+    } else {
+        route_softmax_token(routed_logits, static_cast<int>(a.experts), static_cast<int>(a.routing.top_k),
+                            a.routing.normalize, a.chosen, a.weights);
+    }
+    if (threadIdx.x == 0) *a.blocks_done = 0;  // ready for the next launch
 }
 
 }  // namespace
@@ -153,6 +242,23 @@ void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t
     launch_early(route_softmax_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
                  "route_softmax_kernel", logits, static_cast<int>(experts), static_cast<int>(top_k), normalize,
                  chosen, weights);
+}
+
+bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k) {
+    return hidden % 8 == 0 && hidden <= kMaxGateHidden && experts <= kMaxExperts && top_k <= kMaxTopK &&
+           top_k <= experts;
+}
+
+void moe_gate(const MoeGateArgs& a, cudaStream_t stream) {
+    require(moe_gate_fits(a.hidden, a.experts, a.routing.top_k) && a.routing.groups <= kMaxGroups &&
+                a.routing.groups_kept <= kMaxGroups,
+            "moe_gate: ", a.experts, " experts of ", a.hidden, " values, top ", a.routing.top_k,
+            " do not fit the one-launch gate");
+    const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
+    const auto blocks = static_cast<unsigned>((rows + kGateRowsPerBlock - 1) / kGateRowsPerBlock);
+    const size_t shared_bytes = static_cast<size_t>(a.hidden) * sizeof(float);
+    launch_early(a.sigmoid ? moe_gate_kernel<true> : moe_gate_kernel<false>, dim3(blocks), dim3(kThreads),
+                 shared_bytes, stream, "moe_gate_kernel", a);
 }
 
 }  // namespace duet::cuda

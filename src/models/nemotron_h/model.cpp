@@ -175,8 +175,7 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
                                 NormedInput(b, h, n, hidden, layer.norm.data(), c.norm_eps, xn), sc, h);
                 break;
             case LayerKind::MoE:
-                b.rmsnorm(h, layer.norm.data(), n, hidden, c.norm_eps, xn);
-                b.moe_relu2(xn, n, layer.moe.experts, routing_of(c), h);
+                b.moe_relu2(MoeInput{h, layer.norm.data(), c.norm_eps, xn}, n, layer.moe.experts, routing_of(c), h);
                 break;
             case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, layer.norm, h, n, sc); break;
         }
@@ -346,8 +345,7 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
     attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(),
                     StepPosition{s.draft_position(), nullptr, s.capacity()},
                     NormedInput(b, x, n, h, d.attention_norm.data(), c.norm_eps, sc.normed.data()), sc, x);
-    b.rmsnorm(x, d.moe_norm.data(), n, h, c.norm_eps, sc.normed.data());
-    b.moe_relu2(sc.normed.data(), n, d.moe.experts, routing_of(c), x);
+    b.moe_relu2(MoeInput{x, d.moe_norm.data(), c.norm_eps, sc.normed.data()}, n, d.moe.experts, routing_of(c), x);
     s.advance_draft(n);
 
     const int64_t rows = all_logits ? n : 1;

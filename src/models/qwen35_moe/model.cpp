@@ -169,8 +169,8 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
         } else {
             full_attention_mixer(c, b, layer.attention, s, layer.state_slot, mixer_in, at, sc, h);
         }
-        b.rmsnorm(h, layer.post_norm.data(), n, hidden, c.norm_eps, xn);
-        b.moe_swiglu(xn, n, layer.moe, c.experts_per_token, c.norm_topk, h);
+        b.moe_swiglu(MoeInput{h, layer.post_norm.data(), c.norm_eps, xn}, n, layer.moe, c.experts_per_token,
+                     c.norm_topk, h);
         if (i + 1 < layers) report(i + 1, h);
     }
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, normed);
