@@ -196,6 +196,22 @@ public:
         (void)key;
         return issue();
     }
+    // A decode step in two parts, as run_step: `first` issues its ops, which leave an int32 at
+    // `go_on` (this backend's memory); `second` runs only when that flag is non-zero once `first`'s
+    // ops have run, so a step can end early (a speech frame that is the end of the speech) without
+    // the host deciding in between. Returns what `second` returned when it ran, else what `first`
+    // returned. An accelerator backend may record both parts as one recording that tests the flag
+    // on the device; it may then have to wait for the step to learn which result to return, which
+    // parts returning the same pointer spare it. By default: `first`, the flag read back, `second`.
+    virtual const float* run_step_then_if(const std::shared_ptr<const void>& key,
+                                          const std::function<const float*()>& first, const int32_t* go_on,
+                                          const std::function<const float*()>& second) {
+        (void)key;
+        const float* first_result = first();
+        int32_t flag = 0;
+        download_ints(&flag, go_on, 1);
+        return flag != 0 ? second() : first_result;
+    }
 
     // out[n, w.rows] = x[n, w.cols] · wᵀ
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;

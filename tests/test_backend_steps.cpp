@@ -1,0 +1,58 @@
+// The CPU backend's two-part decode step: the second part runs only when the first part's flag is set.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/thread_pool.h"
+
+namespace duet {
+namespace {
+
+class CpuBackendSteps : public ::testing::Test {
+protected:
+    int32_t read_int(const int32_t* at) {
+        int32_t value = 0;
+        backend_->download_ints(&value, at, 1);
+        return value;
+    }
+
+    ThreadPool pool_{2};
+    std::unique_ptr<Backend> backend_ = make_cpu_backend(&pool_);
+};
+
+// The first part copies the flag from where the test puts it, so it is written by an op of the
+// step, as a sampler's choice would be.
+TEST_F(CpuBackendSteps, SecondPartRunsOnlyWhenTheFirstPartSetsTheFlag) {
+    Backend& b = *backend_;
+    Buffer ints = b.alloc(4);  // [flag source, flag, first part runs, second part runs]
+    Buffer first_out = b.alloc(1), second_out = b.alloc(1);
+    int32_t* source = ints.ints();
+    int32_t* flag = ints.ints() + 1;
+    const auto key = std::make_shared<int>(0);
+    const auto first = [&] {
+        b.copy(reinterpret_cast<float*>(flag), reinterpret_cast<const float*>(source), 1);
+        b.add_to_int(ints.ints() + 2, 1);
+        return static_cast<const float*>(first_out.data());
+    };
+    const auto second = [&] {
+        b.add_to_int(ints.ints() + 3, 1);
+        return static_cast<const float*>(second_out.data());
+    };
+    int32_t second_runs = 0, step = 0;
+    for (int32_t value : {1, 0, 0, 7, 1, 0, -1}) {
+        SCOPED_TRACE(::testing::Message() << "step " << step << ", flag " << value);
+        b.upload_ints(source, &value, 1);
+        const float* result = b.run_step_then_if(key, first, flag, second);
+        if (value != 0) ++second_runs;
+        ++step;
+        EXPECT_EQ(result, value != 0 ? second_out.data() : first_out.data());
+        EXPECT_EQ(read_int(ints.ints() + 2), step);
+        EXPECT_EQ(read_int(ints.ints() + 3), second_runs);
+    }
+}
+
+}  // namespace
+}  // namespace duet
