@@ -1,4 +1,5 @@
-// The CPU backend's two-part decode step: the second part runs only when the first part's flag is set.
+// The CPU backend's two-part decode step (the second part runs only when the first part's flag is
+// set) and the op that starts a speech frame from its main choice and sets such a flag.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -51,6 +52,30 @@ TEST_F(CpuBackendSteps, SecondPartRunsOnlyWhenTheFirstPartSetsTheFlag) {
         EXPECT_EQ(result, value != 0 ? second_out.data() : first_out.data());
         EXPECT_EQ(read_int(ints.ints() + 2), step);
         EXPECT_EQ(read_int(ints.ints() + 3), second_runs);
+    }
+}
+
+TEST_F(CpuBackendSteps, FrameStartsFromItsChoiceOrIsTheEndFrame) {
+    Backend& b = *backend_;
+    const int64_t width = 6;
+    const FrameStart start{100, 40, 7};
+    Buffer ints = b.alloc(static_cast<size_t>(width + 2));  // [choice, go on, frame]
+    for (int32_t choice : {0, 13, 39, 40}) {
+        SCOPED_TRACE(::testing::Message() << "choice " << choice);
+        const std::vector<int32_t> garbage(static_cast<size_t>(width + 2), -5);
+        b.upload_ints(ints.ints(), garbage.data(), garbage.size());
+        b.upload_ints(ints.ints(), &choice, 1);
+        b.start_frame(ints.ints(), start, width, ints.ints() + 2, ints.ints() + 1);
+        std::vector<int32_t> got(static_cast<size_t>(width + 2));
+        b.download_ints(got.data(), ints.ints(), got.size());
+        const std::vector<int32_t> frame(got.begin() + 2, got.end());
+        if (choice == start.end_choice) {
+            EXPECT_EQ(frame, (std::vector<int32_t>{7, 0, 0, 0, 0, 0}));
+            EXPECT_EQ(got[1], 0);
+        } else {
+            EXPECT_EQ(frame, (std::vector<int32_t>{100 + choice, choice, 0, 0, 0, 0}));
+            EXPECT_EQ(got[1], 1);
+        }
     }
 }
 

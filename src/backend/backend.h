@@ -169,6 +169,16 @@ struct DrawCounter {
     uint32_t slot = 0;
 };
 
+// How a speech frame [width] starts from its main choice, *choice in the backend's memory (written
+// by a sampler): frame = [first_token + choice, choice, 0, ...], the zeros left for the codes drawn
+// after it; or, when choice == end_choice, the end frame [end_token, 0, ...]. *go_on becomes
+// choice != end_choice: whether the rest of the frame is to be drawn.
+struct FrameStart {
+    int32_t first_token = 0;
+    int32_t end_choice = 0;
+    int32_t end_token = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -247,6 +257,9 @@ public:
     virtual void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params,
                                  const RasParams& ras, int32_t* recent, const DrawCounter& draws, int32_t exempt,
                                  int32_t* out) = 0;
+    // A speech frame [width] begun from the main token drawn for it (see FrameStart).
+    virtual void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame,
+                             int32_t* go_on) = 0;
 
     // out[t] = x[t] / rms(x[t]) * weight over rows of width dim
     virtual void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) = 0;

@@ -141,6 +141,15 @@ public:
             recent[0] = held + 1;
         }
     }
+    void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame,
+                     int32_t* go_on) override {
+        const int32_t c = *choice;
+        const bool ends = c == start.end_choice;
+        std::fill(frame, frame + width, 0);
+        frame[0] = ends ? start.end_token : start.first_token + c;
+        if (!ends && width > 1) frame[1] = c;
+        *go_on = ends ? 0 : 1;
+    }
 
     void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {
         cpu::rmsnorm(x, weight, n, dim, eps, out, pool_);

@@ -192,6 +192,26 @@ TEST_F(CudaBackendOps, GatheredEmbeddingsRowStoresAndCounters) {
                 0.0, "row stores and counters");
 }
 
+// A frame started from random choices, EOS among them, over frames of random widths (some wider
+// than a warp) that hold leftovers of an earlier frame. The values are compared bit for bit.
+TEST_F(CudaBackendOps, FramesStartFromTheirChoice) {
+    std::uniform_int_distribution<int32_t> small(0, 5000);
+    for (int trial = 0; trial < 24; ++trial) {
+        const int64_t width = std::uniform_int_distribution<int64_t>(2, 70)(rng_);
+        const FrameStart start{small(rng_), std::uniform_int_distribution<int32_t>(1, 300)(rng_), small(rng_)};
+        const int32_t choice =
+            trial % 4 == 0 ? start.end_choice : std::uniform_int_distribution<int32_t>(0, start.end_choice)(rng_);
+        std::vector<int32_t> leftovers(static_cast<size_t>(width));
+        for (int32_t& v : leftovers) v = small(rng_);
+        expect_same({as_float_bits({choice, small(rng_)}), as_float_bits(leftovers)}, {0, 1},
+                    [&](Backend& b, std::vector<float*> p) {
+                        auto* ints = reinterpret_cast<int32_t*>(p[0]);
+                        b.start_frame(ints, start, width, reinterpret_cast<int32_t*>(p[1]), ints + 1);
+                    },
+                    0.0, choice == start.end_choice ? "end frame" : "frame start");
+    }
+}
+
 TEST_F(CudaBackendOps, EmbeddingsNormsAndElementwise) {
     const int64_t n = 5, dim = 96, vocab = 40;
     const std::vector<uint16_t> table = random_bf16(rng_, vocab * dim, 1.0f);

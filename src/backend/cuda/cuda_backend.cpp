@@ -239,6 +239,12 @@ public:
         cuda::sample_with_ras(logits, count, params, ras, recent, draws, exempt, out, stream_);
     }
 
+    void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame,
+                     int32_t* go_on) override {
+        Timed timed(*this, "start_frame");
+        cuda::start_frame(choice, start, width, frame, go_on, stream_);
+    }
+
     const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {
         times_.set_in_step(true);
         const float* result = graphs_->run(key, issue);

@@ -33,6 +33,9 @@ void store_rows(float* table, int64_t width, int64_t first, const int32_t* first
                 cudaStream_t stream);
 // *x += by on the device.
 void add_to_int(int32_t* x, int32_t by, cudaStream_t stream);
+// Backend::start_frame.
+void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
+                 cudaStream_t stream);
 // out[i] = bf16 or f32 weights widened to f32.
 void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream);
 

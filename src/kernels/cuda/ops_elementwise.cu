@@ -67,6 +67,20 @@ __global__ void store_rows_kernel(float* table, int64_t width, int64_t first, co
 
 __global__ void add_to_int_kernel(int32_t* x, int32_t by) { *x += by; }
 
+__global__ void start_frame_kernel(const int32_t* choice, FrameStart start, int64_t width, int32_t* frame,
+                                   int32_t* go_on) {
+    wait_for_inputs();
+    const int32_t c = *choice;
+    const bool ends = c == start.end_choice;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+        int32_t value = 0;
+        if (i == 0) value = ends ? start.end_token : start.first_token + c;
+        if (i == 1 && !ends) value = c;
+        frame[i] = value;
+    }
+    if (threadIdx.x == 0) *go_on = ends ? 0 : 1;
+}
+
 __global__ void widen_kernel(const void* w, WeightType type, int64_t count, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < count) out[i] = load_weight(w, type, i);
@@ -139,6 +153,12 @@ void store_rows(float* table, int64_t width, int64_t first, const int32_t* first
 void add_to_int(int32_t* x, int32_t by, cudaStream_t stream) {
     add_to_int_kernel<<<1, 1, 0, stream>>>(x, by);
     DUET_CUDA_CHECK_LAUNCH("add_to_int_kernel");
+}
+
+void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
+                 cudaStream_t stream) {
+    launch_early(start_frame_kernel, dim3(1), dim3(32), 0, stream, "start_frame_kernel", choice, start, width, frame,
+                 go_on);
 }
 
 void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream) {
