@@ -251,6 +251,13 @@ public:
         times_.set_in_step(false);
         return result;
     }
+    const float* run_step_then_if(const std::shared_ptr<const void>& key, const std::function<const float*()>& first,
+                                  const int32_t* go_on, const std::function<const float*()>& second) override {
+        times_.set_in_step(true);
+        const float* result = graphs_->run_then_if(key, first, go_on, second);
+        times_.set_in_step(false);
+        return result;
+    }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
         Timed timed(*this, "matmul");

@@ -36,6 +36,9 @@ void add_to_int(int32_t* x, int32_t by, cudaStream_t stream);
 // Backend::start_frame.
 void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
                  cudaStream_t stream);
+// Only while a graph is recorded on `stream`: sets `condition`, the handle of a conditional node
+// that follows in that graph, to *flag != 0 when the graph runs.
+void set_condition(cudaGraphConditionalHandle condition, const int32_t* flag, cudaStream_t stream);
 // out[i] = bf16 or f32 weights widened to f32.
 void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream);
 

@@ -81,6 +81,10 @@ __global__ void start_frame_kernel(const int32_t* choice, FrameStart start, int6
     if (threadIdx.x == 0) *go_on = ends ? 0 : 1;
 }
 
+__global__ void set_condition_kernel(cudaGraphConditionalHandle condition, const int32_t* flag) {
+    cudaGraphSetConditional(condition, *flag != 0 ? 1u : 0u);
+}
+
 __global__ void widen_kernel(const void* w, WeightType type, int64_t count, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < count) out[i] = load_weight(w, type, i);
@@ -159,6 +163,13 @@ void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, 
                  cudaStream_t stream) {
     launch_early(start_frame_kernel, dim3(1), dim3(32), 0, stream, "start_frame_kernel", choice, start, width, frame,
                  go_on);
+}
+
+void set_condition(cudaGraphConditionalHandle condition, const int32_t* flag, cudaStream_t stream) {
+    // Launched plainly: the conditional node after it then follows a full dependency, the only kind
+    // an edge into a node other than a kernel may be.
+    set_condition_kernel<<<1, 1, 0, stream>>>(condition, flag);
+    DUET_CUDA_CHECK_LAUNCH("set_condition_kernel");
 }
 
 void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cudaStream_t stream) {
