@@ -1,6 +1,9 @@
 // Every model's fixture checks again with the CUDA backend, at the same tolerances: Nemotron-H
-// (plain and speculative), Qwen3.5-MoE, and Drama 3's prefill trace and greedy frames.
+// (plain and speculative), Qwen3.5-MoE, and Drama 3's prefill trace and greedy frames; Drama 3's
+// sampled frames, EOS included, equal the CPU's.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
 #include "base/thread_pool.h"
@@ -11,6 +14,7 @@
 #include "models/nemotron_h/model.h"
 #include "models/nemotron_h/speculative.h"
 #include "models/qwen35_moe/model.h"
+#include "models/tensor_set.h"
 
 namespace duet {
 namespace {
@@ -107,6 +111,59 @@ TEST_F(CudaModels, Drama3SampledFramesMatchTheCpu) {
     ThreadPool pool(2);
     const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
     EXPECT_EQ(run(*backend_), run(*cpu));
+}
+
+// The fixture's weights with the EOS row of the LM head made the row of a token sampling often
+// picks: sampled runs then end in EOS after a few frames, so a frame's recorded step is replayed
+// both with its second part (the tower and the feed) and without it (the EOS frame). Each run is a
+// conversation of two turns, the second fed after the first's EOS, on the same recording.
+TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
+    const Checkpoint weights = Checkpoint::open(fixture_dir("drama3_tiny"));
+    auto tensors = std::make_shared<TensorSet>();
+    for (const TensorEntry* t : weights.all()) std::memcpy(tensors->add(t->name, t->dtype, t->shape), t->data, t->nbytes);
+    const drama3::Config config = drama3::Model::load(fixture_dir("drama3_tiny")).config();
+    const int64_t hidden = config.backbone.hidden, often_sampled = 222;
+    auto* head = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(tensors->find("lm_head.weight")->data));
+    std::memcpy(head + config.eos * hidden, head + often_sampled * hidden, static_cast<size_t>(hidden) * sizeof(uint16_t));
+    const drama3::Model model = drama3::Model::from_tensors(config, tensors);
+
+    const std::vector<int32_t> values = read_i32(expected("drama3_tiny").get("prompt_frames"));
+    text::FrameRows prompt(static_cast<int>(config.tower.num_codebooks));
+    for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
+        prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
+    }
+    struct Turn {
+        std::vector<int32_t> frames;
+        drama3::StopReason reason;
+    };
+    auto converse = [&](Backend& backend, uint64_t seed) {
+        drama3::Speaker speaker(model, backend, 128);
+        drama3::FrameSampling sampling;
+        sampling.params.seed = seed;
+        std::vector<Turn> turns;
+        for (int turn = 0; turn < 2; ++turn) {
+            speaker.feed(prompt);
+            const drama3::SpokenFrames out = drama3::speak_frames(speaker, sampling, 40);
+            turns.push_back({out.frames.values(), out.reason});
+        }
+        return turns;
+    };
+    ThreadPool pool(2);
+    const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
+    int long_runs_ending_in_eos = 0;
+    for (uint64_t seed : {1, 4, 8}) {
+        SCOPED_TRACE(::testing::Message() << "seed " << seed);
+        const std::vector<Turn> want = converse(*cpu, seed), got = converse(*backend_, seed);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t t = 0; t < want.size(); ++t) {
+            EXPECT_EQ(got[t].frames, want[t].frames) << "turn " << t;
+            EXPECT_EQ(got[t].reason, want[t].reason) << "turn " << t;
+            const size_t frames = want[t].frames.size() / static_cast<size_t>(prompt.width());
+            if (want[t].reason == drama3::StopReason::Eos && frames > 2) ++long_runs_ending_in_eos;
+        }
+    }
+    // Runs that replay the recorded frame step before their EOS frame, or this test checks too little.
+    EXPECT_GT(long_runs_ending_in_eos, 0);
 }
 
 }  // namespace

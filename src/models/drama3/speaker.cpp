@@ -19,7 +19,7 @@ Speaker::Speaker(const Model& model, Backend& backend, int64_t capacity)
       backend_(backend),
       state_(model.new_state(backend, capacity)),
       last_hidden_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))),
-      counters_(backend.alloc(4)),
+      counters_(backend.alloc(5)),
       frame_(backend.alloc(static_cast<size_t>(model.config().frame_width()))),
       previous_(backend.alloc(static_cast<size_t>(model.config().frame_width()))),
       main_logits_(backend.alloc(static_cast<size_t>(model.config().candidates()))),
@@ -49,8 +49,7 @@ void Speaker::use_sampling(const FrameSampling& sampling) {
     }
     recorded_sampling_ = sampling;
     sampling_set_ = true;
-    main_key_ = std::make_shared<int>(0);
-    tower_key_ = std::make_shared<int>(1);
+    frame_key_ = std::make_shared<int>(0);
 }
 
 void Speaker::feed_rows(const int32_t* rows, int64_t n, float* normed_out, std::vector<float>* input_copy) {
@@ -125,34 +124,21 @@ bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, Fram
     b.upload_ints(counters_.ints(), counters, 3);
     const int32_t* step_counter = counters_.ints();
     int32_t* choice_slot = counters_.ints() + 3;
+    int32_t* go_on = counters_.ints() + 4;
 
-    // The main token: the candidate head and its draw, on the device.
-    const int32_t eos_choice = static_cast<int32_t>(c.semantic_count());
-    b.run_step(main_key_, [&] {
+    // The whole frame on the device, as one step: the main token and the frame it starts, then,
+    // unless it is EOS, the residual codes and the frame's feed into the backbone.
+    const int64_t width = c.frame_width();
+    const FrameStart start{static_cast<int32_t>(c.semantic_start), static_cast<int32_t>(c.semantic_count()),
+                           static_cast<int32_t>(c.eos)};
+    const auto main_token = [&] {
         model_.frame_candidates(b, last_hidden_.data(), main_logits_.data());
         b.sample_with_ras(main_logits_.data(), c.candidates(), sampling.params, sampling.ras, recent_.ints(),
-                          DrawCounter{sampling.params.seed, step_counter, kMainSlot}, eos_choice, choice_slot);
-        return static_cast<const float*>(main_logits_.data());
-    });
-    int32_t choice = 0;
-    b.download_ints(&choice, choice_slot, 1);
-    if (trace != nullptr) {
-        trace->main_logits.resize(static_cast<size_t>(c.candidates()));
-        b.download(trace->main_logits.data(), main_logits_.data(), trace->main_logits.size());
-    }
-    std::fill(frame.begin(), frame.end(), 0);
-    if (choice == eos_choice) {
-        frame[0] = static_cast<int32_t>(c.eos);
-        ++step_;
-        return false;
-    }
-    frame[0] = static_cast<int32_t>(c.semantic_start + choice);
-    frame[1] = choice;
-    b.upload_ints(frame_.ints(), frame.data(), frame.size());
-
-    // The residual codes and the frame's feed into the backbone, on the device.
-    const int64_t width = c.frame_width();
-    b.run_step(tower_key_, [&] {
+                          DrawCounter{sampling.params.seed, step_counter, kMainSlot}, start.end_choice, choice_slot);
+        b.start_frame(choice_slot, start, width, frame_.ints(), go_on);
+        return static_cast<const float*>(frame_.data());
+    };
+    const auto codes_and_feed = [&] {
         model_.tower_step(b, state_, last_hidden_.data(), previous_.ints(), frame_.ints(),
                           StepPosition{position() - 1, counters_.ints() + 2, state_.capacity()}, sampling.params,
                           DrawCounter{sampling.params.seed, step_counter, kRasSlot}, head_logits_.data());
@@ -160,16 +146,23 @@ bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, Fram
         model_.backbone().step_row(b, state_.backbone(), input_row_.data(), last_hidden_.data(),
                                    StepPosition{position(), counters_.ints() + 1, state_.capacity()});
         b.copy(previous_.data(), frame_.data(), static_cast<size_t>(width));
-        return static_cast<const float*>(head_logits_.data());
-    });
-    state_.backbone().advance(1);
+        return static_cast<const float*>(frame_.data());
+    };
+    b.run_step_then_if(frame_key_, main_token, go_on, codes_and_feed);
     b.download_ints(frame.data(), frame_.ints(), frame.size());
+    if (trace != nullptr) {
+        trace->main_logits.resize(static_cast<size_t>(c.candidates()));
+        b.download(trace->main_logits.data(), main_logits_.data(), trace->main_logits.size());
+    }
+    ++step_;
+    if (frame[0] == c.eos) return false;  // EOS lies outside the semantic range (Config::validate)
+
+    state_.backbone().advance(1);
     if (trace != nullptr) {
         trace->head_logits.resize(head_logits_.size());
         b.download(trace->head_logits.data(), head_logits_.data(), head_logits_.size());
     }
     last_row_.assign(frame.begin(), frame.end());
-    ++step_;
     return true;
 }
 

@@ -55,7 +55,7 @@ private:
     // Backbone input rows for `rows`, run through the backbone; `input_copy` (optional) receives them.
     void feed_rows(const int32_t* rows, int64_t n, float* normed_out, std::vector<float>* input_copy = nullptr);
 
-    // The step's device side is recorded per sampling setting: a new one renews the keys.
+    // The frame step is recorded per sampling setting: a new one renews its key.
     void use_sampling(const FrameSampling& sampling);
 
     const Model& model_;
@@ -66,14 +66,14 @@ private:
     int64_t step_ = 0;               // frames drawn so far: the random draws' counter
 
     // What a frame step reads and writes in backend memory.
-    Buffer counters_;      // [step, backbone position, tower position, main choice]
+    Buffer counters_;      // [step, backbone position, tower position, main choice, go on (not EOS)]
     Buffer frame_;         // the frame being drawn [width]
     Buffer previous_;      // the row fed before it [width], codes -1 for a non-audio row
     Buffer recent_;        // the RAS window: count, then the recent main choices
     Buffer main_logits_;   // [candidates]
     Buffer head_logits_;   // [num_codebooks − 1, codebook_size]
     Buffer input_row_;     // [hidden]
-    std::shared_ptr<const void> main_key_, tower_key_;
+    std::shared_ptr<const void> frame_key_;
     FrameSampling recorded_sampling_{};
     bool sampling_set_ = false;
 };
