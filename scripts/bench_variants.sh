@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Times variants of duet against each other in one call on the GPU machine, so that they share the
+# card, its clocks and the measured copy bandwidth: each build is duet compiled with its own CUDA
+# flags, each run is `duet bench --random-weights` of one build with its own environment.
+# Usage: scripts/bench_variants.sh LOG_DIR BUILDS RUN...
+#   BUILDS  "name=cuda flags;name=cuda flags" (e.g. "base=-DSOME_SWITCH;new=")
+#   RUN     "build env-assignments arch preset" (env "-" for none; e.g. "new DUET_CUDA_PREFETCH_MB=0 drama3 a3b")
+set -uo pipefail
+logs=${1:?log dir}
+builds=${2:?builds}
+shift 2
+mkdir -p "$logs"
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/cuda/bin:$PATH"
+
+IFS=';' read -ra specs <<< "$builds"
+for spec in "${specs[@]}"; do
+  name=${spec%%=*}
+  flags=${spec#*=}
+  cmake -S . -B "build-$name" -DCMAKE_CUDA_ARCHITECTURES=90a -DDUET_TESTS=OFF "-DCMAKE_CUDA_FLAGS=$flags" \
+    > "$logs/configure-$name.txt" 2>&1
+  cmake --build "build-$name" -j"$(nproc)" --target duet > "$logs/build-$name.txt" 2>&1 ||
+    { tail -30 "$logs/build-$name.txt"; exit 1; }
+done
+
+for run in "$@"; do
+  read -r build env arch preset <<< "$run"
+  [ "$env" = - ] && env=
+  line=$(env $env "./build-$build/duet" bench --device cuda --arch "$arch" --preset "$preset" --random-weights \
+    2>> "$logs/bench_stderr.txt")
+  echo "{\"variant\": \"$build $env\", \"result\": $line}" >> "$logs/variants.jsonl"
+  echo "$build $env $arch $preset: $line" | cut -c1-400
+done
+
+python3 - "$logs/variants.jsonl" <<'PY'
+import json, sys
+print(f"{'variant':40} {'arch':10} {'prefill/s':>10} {'step ms':>8} {'of floor':>8}")
+for line in open(sys.argv[1]):
+    try:
+        v = json.loads(line)
+    except ValueError:
+        continue
+    r = v["result"]
+    prefill = r.get("prefill_tokens_per_s", r.get("prompt_rows_per_s", 0))
+    step = r.get("decode_ms_per_token", r.get("ms_per_frame", 0))
+    share = r.get("decode_fraction_of_copy", r.get("frame_fraction_of_copy", 0))
+    print(f"{v['variant'][:40]:40} {r.get('arch', '?'):10} {prefill:10.0f} {step:8.3f} {share:8.3f}")
+PY
