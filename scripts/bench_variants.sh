@@ -3,7 +3,8 @@
 # card, its clocks and the measured copy bandwidth: each build is duet compiled with its own CUDA
 # flags, each run is `duet bench --random-weights` of one build with its own environment.
 # Usage: scripts/bench_variants.sh LOG_DIR BUILDS RUN...
-#   BUILDS  "name=cuda flags;name=cuda flags" (e.g. "base=-DSOME_SWITCH;new=")
+#   BUILDS  "name=cuda flags;name=cuda flags" (e.g. "base=-DSOME_SWITCH;new="); "name@DIR=flags" builds
+#           the sources in DIR instead (e.g. an earlier commit unpacked by `git archive`)
 #   RUN     "build env-assignments arch preset" (env "-" for none; e.g. "new DUET_CUDA_PREFETCH_MB=0 drama3 a3b")
 set -uo pipefail
 logs=${1:?log dir}
@@ -17,7 +18,9 @@ IFS=';' read -ra specs <<< "$builds"
 for spec in "${specs[@]}"; do
   name=${spec%%=*}
   flags=${spec#*=}
-  cmake -S . -B "build-$name" -DCMAKE_CUDA_ARCHITECTURES=90a -DDUET_TESTS=OFF "-DCMAKE_CUDA_FLAGS=$flags" \
+  source=.
+  if [[ $name == *@* ]]; then source=${name#*@}; name=${name%%@*}; fi
+  cmake -S "$source" -B "build-$name" -DCMAKE_CUDA_ARCHITECTURES=90a -DDUET_TESTS=OFF "-DCMAKE_CUDA_FLAGS=$flags" \
     > "$logs/configure-$name.txt" 2>&1
   cmake --build "build-$name" -j"$(nproc)" --target duet > "$logs/build-$name.txt" 2>&1 ||
     { tail -30 "$logs/build-$name.txt"; exit 1; }
