@@ -55,6 +55,10 @@ struct AttentionArgs {
     const float* k_cache = nullptr;  // [capacity, kv_heads * head_dim]
     const float* v_cache = nullptr;
     float* out = nullptr;  // [n, heads * head_dim]
+    // When set, gated attention's output gate: out[t, h, d] *= sigmoid(output_gate[t · gate_row_stride
+    // + h · gate_head_stride + d]), as sigmoid_gate_heads.
+    const float* output_gate = nullptr;
+    int64_t gate_row_stride = 0, gate_head_stride = 0;
 };
 
 // The input of a mixture-of-experts layer: the residual stream x [n, hidden], RMS-normalised with
@@ -126,6 +130,19 @@ struct HeadNormRopeArgs {
     RopeStyle style = RopeStyle::RotateHalf;
     float* out = nullptr;
     int64_t out_row_stride = 0;
+};
+
+// A gated attention step's new rows made ready for the cache (Backend::prepare_attention_rows):
+// the query and key heads normed and rotated (each as head_rmsnorm_rope; keys.out may be keys.x,
+// rows of kv_width values), then rows [pos, pos + n) of the key cache take the rotated keys and
+// the same rows of the value cache take `values` [n, kv_width]. The position is keys.pos, or
+// *keys.position when given (as store_rows).
+struct AttentionRowsArgs {
+    HeadNormRopeArgs queries, keys;
+    const float* values = nullptr;
+    float* key_cache = nullptr;
+    float* value_cache = nullptr;
+    int64_t kv_width = 0;  // keys.heads · keys.head_dim
 };
 
 // The weights of a softmax-routed mixture of SwiGLU experts with a sigmoid-gated shared expert.
@@ -297,6 +314,13 @@ public:
     virtual void gated_delta_rule(const GatedDeltaArgs& args) = 0;
     // Zero-centred or plain per-head norm, then partial rotate-half RoPE (see HeadNormRopeArgs).
     virtual void head_rmsnorm_rope(const HeadNormRopeArgs& args) = 0;
+    // AttentionRowsArgs: four ops that a backend may run as one.
+    virtual void prepare_attention_rows(const AttentionRowsArgs& a) {
+        head_rmsnorm_rope(a.queries);
+        head_rmsnorm_rope(a.keys);
+        store_rows(a.key_cache, a.kv_width, a.keys.pos, a.keys.position, a.keys.out, a.keys.n);
+        store_rows(a.value_cache, a.kv_width, a.keys.pos, a.keys.position, a.values, a.keys.n);
+    }
     // Each of the `heads` contiguous heads of y[t] RMS-normalised and scaled by weight [head_dim],
     // then multiplied by silu(z[t]); z[t] at z + t * z_stride. (Norm before gate, unlike
     // gated_group_rmsnorm.)

@@ -186,6 +186,10 @@ public:
         AttentionArgs a = args;
         if (a.position != nullptr) a.pos = *a.position;
         cpu::attention(a, pool_);
+        if (a.output_gate != nullptr) {
+            cpu::sigmoid_gate_heads(a.out, a.output_gate, a.gate_row_stride, a.gate_head_stride, a.n, a.heads,
+                                    a.head_dim, pool_);
+        }
     }
 
     void moe_relu2(const MoeInput& in, int64_t n, const MoeWeights& weights, const MoeRouting& routing,

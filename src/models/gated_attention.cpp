@@ -16,9 +16,9 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     const int64_t n = xn.tokens(), hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
     float* query_and_gate = sc.query_and_gate.data();
     xn.products({{w.q, query_and_gate}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
-    b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
 
-    HeadNormRopeArgs r;
+    AttentionRowsArgs rows;
+    HeadNormRopeArgs& r = rows.queries;
     r.n = n;
     r.head_dim = hd;
     r.eps = s.eps;
@@ -27,6 +27,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     r.rotary_dim = s.rotary_dim;
     r.theta = s.theta;
     r.style = s.rope;
+    rows.keys = r;
     r.heads = s.heads;
     r.x = query_and_gate;
     r.x_row_stride = q_row;
@@ -34,16 +35,19 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     r.norm_weight = w.q_norm.data();
     r.out = sc.queries.data();
     r.out_row_stride = s.heads * hd;
-    b.head_rmsnorm_rope(r);
-    r.heads = s.kv_heads;
-    r.x = sc.new_keys.data();
-    r.x_row_stride = kv_width;
-    r.x_head_stride = hd;
-    r.norm_weight = w.k_norm.data();
-    r.out = sc.new_keys.data();
-    r.out_row_stride = kv_width;
-    b.head_rmsnorm_rope(r);
-    b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
+    HeadNormRopeArgs& k = rows.keys;
+    k.heads = s.kv_heads;
+    k.x = sc.new_keys.data();
+    k.x_row_stride = kv_width;
+    k.x_head_stride = hd;
+    k.norm_weight = w.k_norm.data();
+    k.out = sc.new_keys.data();
+    k.out_row_stride = kv_width;
+    rows.values = sc.new_values.data();
+    rows.key_cache = keys;
+    rows.value_cache = values;
+    rows.kv_width = kv_width;
+    b.prepare_attention_rows(rows);
 
     AttentionArgs a;
     a.n = n;
@@ -58,8 +62,10 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     a.k_cache = keys;
     a.v_cache = values;
     a.out = sc.attended.data();
+    a.output_gate = query_and_gate + hd;
+    a.gate_row_stride = q_row;
+    a.gate_head_stride = 2 * hd;
     b.attention(a);
-    b.sigmoid_gate_heads(sc.attended.data(), query_and_gate + hd, q_row, 2 * hd, n, s.heads, hd);
     b.matmul_fused(w.o, sc.attended.data(), n, out, FusedProduct{nullptr, 0.0f, true});
 }
 

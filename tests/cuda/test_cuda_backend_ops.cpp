@@ -311,6 +311,62 @@ TEST_F(CudaBackendOps, HeadNormRopeReadsItsPositionOnTheDevice) {
     }
 }
 
+// The query and key heads normed and rotated and the keys and values stored into cache rows by one
+// op (one launch on the GPU, the four ops it stands for on the CPU), at a position given on the host
+// or read on the device; the cache rows around the new ones keep what they held.
+TEST_F(CudaBackendOps, AttentionRowsNormRotateAndStoreInOneOp) {
+    const int64_t heads = 4, kv_heads = 2, hd = 64, capacity = 40, kv_width = kv_heads * hd;
+    const std::vector<float> q_norm = random_values(rng_, hd, 0.5f, 1.5f);
+    const std::vector<float> k_norm = random_values(rng_, hd, 0.5f, 1.5f);
+    for (RopeStyle style : {RopeStyle::RotateHalf, RopeStyle::Interleaved}) {
+        for (int64_t n : {int64_t(1), int64_t(3)}) {
+            for (bool on_device : {false, true}) {
+                const int32_t pos = on_device ? 29 : 6;
+                expect_same({random_values(rng_, n * heads * 2 * hd, -2, 2), random_values(rng_, n * kv_width, -2, 2),
+                             random_values(rng_, n * kv_width), std::vector<float>(n * heads * hd),
+                             random_values(rng_, capacity * kv_width), random_values(rng_, capacity * kv_width)},
+                            {1, 3, 4, 5},
+                            [&](Backend& b, std::vector<float*> p) {
+                                Buffer at = b.alloc(1);
+                                b.upload_ints(at.ints(), &pos, 1);
+                                AttentionRowsArgs rows;
+                                HeadNormRopeArgs& q = rows.queries;
+                                q.n = n;
+                                q.head_dim = hd;
+                                q.eps = 1e-6f;
+                                q.pos = on_device ? 3 : pos;  // stale when the device position rules
+                                q.position = on_device ? at.ints() : nullptr;
+                                q.rotary_dim = 32;
+                                q.theta = 1e7f;
+                                q.style = style;
+                                rows.keys = q;
+                                q.heads = heads;
+                                q.x = p[0];
+                                q.x_row_stride = heads * 2 * hd;
+                                q.x_head_stride = 2 * hd;
+                                q.norm_weight = q_norm.data();
+                                q.out = p[3];
+                                q.out_row_stride = heads * hd;
+                                HeadNormRopeArgs& k = rows.keys;
+                                k.heads = kv_heads;
+                                k.x = p[1];
+                                k.x_row_stride = kv_width;
+                                k.x_head_stride = hd;
+                                k.norm_weight = k_norm.data();
+                                k.out = p[1];  // in place, as gated attention has it
+                                k.out_row_stride = kv_width;
+                                rows.values = p[2];
+                                rows.key_cache = p[4];
+                                rows.value_cache = p[5];
+                                rows.kv_width = kv_width;
+                                b.prepare_attention_rows(rows);
+                            },
+                            1e-5, "attention rows");
+            }
+        }
+    }
+}
+
 TEST_F(CudaBackendOps, SelectiveScanOneTokenAndManyWithHistory) {
     // Nemotron-H's shape, fewer heads; 18 states take the general kernel.
     for (int64_t ns : {int64_t(128), int64_t(18)}) {
@@ -499,6 +555,37 @@ TEST_F(CudaBackendOps, AttentionOneTokenDeepLongPromptsAndOddShapes) {
                         b.attention(a);
                     },
                     1e-5, "attention without a device position");
+    }
+}
+
+// Gated attention's output gate applied by the attention op: with one split (the kernel writes the
+// output) and with many (the combine does), the gate interleaved with the queries as in q_proj.
+TEST_F(CudaBackendOps, AttentionAppliesTheOutputGate) {
+    for (int64_t pos : {int64_t(5), int64_t(2500)}) {
+        const int64_t n = 2, heads = 8, kv = 2, hd = 128, cap = pos + n;
+        SCOPED_TRACE(::testing::Message() << "pos " << pos);
+        expect_same({random_values(rng_, n * heads * hd, -2.0f, 2.0f), random_values(rng_, cap * kv * hd),
+                     random_values(rng_, cap * kv * hd), std::vector<float>(n * heads * hd),
+                     random_values(rng_, n * heads * 2 * hd, -3.0f, 3.0f)},
+                    {3},
+                    [&](Backend& b, std::vector<float*> p) {
+                        AttentionArgs a;
+                        a.n = n;
+                        a.pos = pos;
+                        a.heads = heads;
+                        a.kv_heads = kv;
+                        a.head_dim = hd;
+                        a.scale = 1.0f / std::sqrt(float(hd));
+                        a.q = p[0];
+                        a.k_cache = p[1];
+                        a.v_cache = p[2];
+                        a.out = p[3];
+                        a.output_gate = p[4] + hd;
+                        a.gate_row_stride = heads * 2 * hd;
+                        a.gate_head_stride = 2 * hd;
+                        b.attention(a);
+                    },
+                    1e-5, "gated attention");
     }
 }
 

@@ -425,6 +425,13 @@ public:
         a.norm_weight = device_vector(args.norm_weight, args.head_dim);
         cuda::head_rmsnorm_rope(a, stream_);
     }
+    void prepare_attention_rows(const AttentionRowsArgs& args) override {
+        Timed timed(*this, "prepare_attention_rows");
+        AttentionRowsArgs a = args;
+        a.queries.norm_weight = device_vector(args.queries.norm_weight, args.queries.head_dim);
+        a.keys.norm_weight = device_vector(args.keys.norm_weight, args.keys.head_dim);
+        cuda::prepare_attention_rows(a, stream_);
+    }
     void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                                 int64_t heads, int64_t head_dim, float eps) override {
         Timed timed(*this, "head_rmsnorm_silu_gate");

@@ -363,6 +363,14 @@ __host__ __device__ constexpr int attention_stage_floats(int tile, int dims_per_
     return kAttentionStages * 2 * tile * dims_per_lane * 32;
 }
 
+// Where head h of token t finds its output gate (null: no gate), and the gated value of its dim d.
+__device__ __forceinline__ const float* output_gate_of(const AttentionArgs& a, int64_t t, int64_t h) {
+    return a.output_gate != nullptr ? a.output_gate + t * a.gate_row_stride + h * a.gate_head_stride : nullptr;
+}
+__device__ __forceinline__ float gated(float value, const float* gate, int64_t d) {
+    return gate != nullptr ? value * sigmoid(gate[d]) : value;
+}
+
 template <int DPL, int GMAX, int KU>
 __global__ void __launch_bounds__(kAttentionThreads, 2)
     attention_split_kernel(AttentionArgs a, int64_t bound, int64_t splits, int64_t group_chunks, bool wide_copies,
@@ -577,7 +585,10 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
     if (splits == 1) {
         for (int g = 0; g < rows; ++g) {
             float* out = a.out + (t * a.heads + h0 + g) * hd;
-            for (int d = threadIdx.x; d < hd; d += kAttentionThreads) out[d] = merged[g][d] / row_total[g];
+            const float* gate = output_gate_of(a, t, h0 + g);
+            for (int d = threadIdx.x; d < hd; d += kAttentionThreads) {
+                out[d] = gated(merged[g][d] / row_total[g], gate, d);
+            }
         }
         return;
     }
@@ -661,7 +672,7 @@ __global__ void __launch_bounds__(kCombineWarps* kWarpSize)
         float out = 0.0f;
 #pragma unroll
         for (int w = 0; w < kCombineWarps; ++w) out += sums[w][lane];
-        a.out[row * hd + d] = out / all;
+        a.out[row * hd + d] = gated(out / all, output_gate_of(a, row / a.heads, row % a.heads), d);
     }
 }
 

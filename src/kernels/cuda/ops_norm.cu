@@ -1,6 +1,7 @@
 // RMS norms (whole rows, groups, heads), the per-head norm + RoPE of gated attention, and the
 // gates around them. One block per normalised row, threads across its values.
 #include <algorithm>
+#include <initializer_list>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
@@ -48,13 +49,13 @@ __global__ void gated_group_rmsnorm_kernel(float* __restrict__ y, const float* _
     for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = weight[g * width + i] * (row[i] * inv);
 }
 
-// Block (t, head): normalise the head, then rotate its leading rotary_dim values. The position
+// Head `block` (t · heads + head) of a: normalised, then its leading rotary_dim values rotated, into
+// a.out and, when `also` is given, into also[t · also_row_stride + head · head_dim] too. The position
 // comes from device memory when a.position is set, so a recorded launch replays at the current one.
-__global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
-    extern __shared__ float head[];
-    __shared__ float shared[32];
-    wait_for_inputs();
-    const int64_t t = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
+// `head` is shared memory of head_dim floats.
+__device__ void norm_rope_head(const HeadNormRopeArgs& a, int64_t block, float* also, int64_t also_row_stride,
+                               float* head, float* shared) {
+    const int64_t t = block / a.heads, h = block % a.heads;
     const int64_t pos = a.position != nullptr ? int64_t(*a.position) : a.pos;
     const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
     const float inv = rsqrtf(block_sum(thread_sum_squares(src, a.head_dim), shared) / float(a.head_dim) + a.eps);
@@ -62,6 +63,7 @@ __global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
     for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) head[i] = a.norm_weight[i] * (src[i] * inv);
     __syncthreads();
     float* dst = a.out + t * a.out_row_stride + h * a.head_dim;
+    float* copy = also != nullptr ? also + (pos + t) * also_row_stride + h * a.head_dim : nullptr;
     const int64_t half = a.rotary_dim / 2;
     for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
         float value = head[i];
@@ -80,6 +82,38 @@ __global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
             value = first ? head[i] * c - head[partner] * s : head[i] * c + head[partner] * s;
         }
         dst[i] = value;
+        if (copy != nullptr) copy[i] = value;
+    }
+}
+
+// Block (t, head): see norm_rope_head.
+__global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
+    extern __shared__ float head[];
+    __shared__ float shared[32];
+    wait_for_inputs();
+    norm_rope_head(a, blockIdx.x, nullptr, 0, head, shared);
+}
+
+// AttentionRowsArgs in one launch: the blocks are the query heads of every token, then the key
+// heads (also written to their cache rows), then the value heads (copied to theirs).
+__global__ void attention_rows_kernel(AttentionRowsArgs a) {
+    extern __shared__ float head[];
+    __shared__ float shared[32];
+    wait_for_inputs();
+    const int64_t queries = a.queries.n * a.queries.heads, keys = a.keys.n * a.keys.heads;
+    const int64_t block = blockIdx.x;
+    if (block < queries) {
+        norm_rope_head(a.queries, block, nullptr, 0, head, shared);
+    } else if (block < queries + keys) {
+        norm_rope_head(a.keys, block - queries, a.key_cache, a.kv_width, head, shared);
+    } else {
+        allow_next_kernel();
+        const int64_t v = block - queries - keys, t = v / a.keys.heads, h = v % a.keys.heads;
+        const int64_t pos = a.keys.position != nullptr ? int64_t(*a.keys.position) : a.keys.pos;
+        const int64_t hd = a.keys.head_dim;
+        const float* src = a.values + t * a.kv_width + h * hd;
+        float* dst = a.value_cache + (pos + t) * a.kv_width + h * hd;
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) dst[i] = src[i];
     }
 }
 
@@ -131,6 +165,24 @@ void head_rmsnorm_rope(const HeadNormRopeArgs& args, cudaStream_t stream) {
             "head_rmsnorm_rope: rotary_dim ", args.rotary_dim, " must be even and at most head_dim ", args.head_dim);
     launch_early(head_rmsnorm_rope_kernel, dim3(static_cast<unsigned>(args.n * args.heads)), dim3(kThreads),
                  static_cast<size_t>(args.head_dim) * sizeof(float), stream, "head_rmsnorm_rope_kernel", args);
+}
+
+void prepare_attention_rows(const AttentionRowsArgs& a, cudaStream_t stream) {
+    const HeadNormRopeArgs &q = a.queries, &k = a.keys;
+    for (const HeadNormRopeArgs* h : {&q, &k}) {
+        require(h->rotary_dim >= 0 && h->rotary_dim <= h->head_dim && h->rotary_dim % 2 == 0,
+                "prepare_attention_rows: rotary_dim ", h->rotary_dim, " must be even and at most head_dim ",
+                h->head_dim);
+    }
+    require(q.n == k.n && q.head_dim == k.head_dim && a.kv_width == k.heads * k.head_dim &&
+                k.out_row_stride == a.kv_width,
+            "prepare_attention_rows: queries of ", q.n, " rows of ", q.head_dim, "-value heads and keys of ", k.n,
+            " rows of ", k.heads, " heads of ", k.head_dim, " (row stride ", k.out_row_stride,
+            ") do not match the cache's rows of ", a.kv_width);
+    const int64_t blocks = q.n * q.heads + 2 * k.n * k.heads;
+    if (blocks == 0) return;
+    launch_early(attention_rows_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                 static_cast<size_t>(q.head_dim) * sizeof(float), stream, "attention_rows_kernel", a);
 }
 
 void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
