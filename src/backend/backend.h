@@ -56,7 +56,7 @@ struct AttentionArgs {
     const float* v_cache = nullptr;
     float* out = nullptr;  // [n, heads * head_dim]
     // When set, gated attention's output gate: out[t, h, d] *= sigmoid(output_gate[t · gate_row_stride
-    // + h · gate_head_stride + d]), as sigmoid_gate_heads.
+    // + h · gate_head_stride + d]).
     const float* output_gate = nullptr;
     int64_t gate_row_stride = 0, gate_head_stride = 0;
 };
@@ -326,9 +326,6 @@ public:
     // gated_group_rmsnorm.)
     virtual void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                                         int64_t heads, int64_t head_dim, float eps) = 0;
-    // y[t, h, :] *= sigmoid(gate[t * gate_row_stride + h * gate_head_stride + :]) for y [n, heads·head_dim].
-    virtual void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride,
-                                    int64_t n, int64_t heads, int64_t head_dim) = 0;
     // out[n, hidden] += Σ_chosen w_e · down_e(silu(gate_e x) · up_e x)
     //                 + sigmoid(shared_expert_gate · x) · shared_down(silu(shared_gate x) · shared_up x),
     // w = softmax(router · x) over all experts, the top_k kept (divided by their sum when normalize);

@@ -213,11 +213,6 @@ public:
         cpu::head_rmsnorm_silu_gate(y, z, z_stride, weight, n, heads, head_dim, eps, pool_);
     }
 
-    void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride,
-                            int64_t n, int64_t heads, int64_t head_dim) override {
-        cpu::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, pool_);
-    }
-
     void moe_swiglu(const MoeInput& in, int64_t n, const SwigluMoeWeights& weights, int64_t top_k, bool normalize,
                     float* out) override {
         const float* x = normalise(in, n, weights.router.cols);

@@ -271,7 +271,6 @@ TEST_F(CudaBackendOps, HeadNormRopeGatesBothStyles) {
     expect_same({random_values(rng_, n * heads * hd), random_values(rng_, n * heads * 2 * hd)}, {0},
                 [&](Backend& b, std::vector<float*> p) {
                     b.head_rmsnorm_silu_gate(p[0], p[1], heads * 2 * hd, w.data(), n, heads, hd, 1e-6f);
-                    b.sigmoid_gate_heads(p[0], p[1] + hd, heads * 2 * hd, 2 * hd, n, heads, hd);
                 },
                 1e-5, "head gates");
 }

@@ -437,11 +437,6 @@ public:
         Timed timed(*this, "head_rmsnorm_silu_gate");
         cuda::head_rmsnorm_silu_gate(y, z, z_stride, device_vector(weight, head_dim), n, heads, head_dim, eps, stream_);
     }
-    void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
-                            int64_t heads, int64_t head_dim) override {
-        Timed timed(*this, "sigmoid_gate_heads");
-        cuda::sigmoid_gate_heads(y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim, stream_);
-    }
 
     void moe_relu2(const MoeInput& in, int64_t n, const MoeWeights& w, const MoeRouting& routing, float* out) override {
         Timed timed(*this, "moe_relu2");

@@ -52,8 +52,6 @@ void head_rmsnorm_rope(const HeadNormRopeArgs& args, cudaStream_t stream);
 void prepare_attention_rows(const AttentionRowsArgs& args, cudaStream_t stream);
 void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n,
                             int64_t heads, int64_t head_dim, float eps, cudaStream_t stream);
-void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
-                        int64_t heads, int64_t head_dim, cudaStream_t stream);
 
 // --- products --------------------------------------------------------------------------------
 // out[n, rows] = x[n, cols] · wᵀ for small n (weights read once per 8 tokens).

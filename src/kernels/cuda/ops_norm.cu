@@ -1,5 +1,5 @@
-// RMS norms (whole rows, groups, heads), the per-head norm + RoPE of gated attention, and the
-// gates around them. One block per normalised row, threads across its values.
+// RMS norms (whole rows, groups, heads), the per-head norm + RoPE of gated attention with its cache
+// stores, and the gated head norm. One block per normalised row, threads across its values.
 #include <algorithm>
 #include <initializer_list>
 
@@ -131,15 +131,6 @@ __global__ void head_rmsnorm_silu_gate_kernel(float* __restrict__ y, const float
     for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) row[i] = weight[i] * (row[i] * inv) * silu(gate[i]);
 }
 
-__global__ void sigmoid_gate_heads_kernel(float* y, const float* gate, int64_t gate_row_stride,
-                                          int64_t gate_head_stride, int64_t n, int64_t heads, int64_t head_dim) {
-    wait_for_inputs();
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= n * heads * head_dim) return;
-    const int64_t t = i / (heads * head_dim), h = (i / head_dim) % heads, d = i % head_dim;
-    y[i] *= sigmoid(gate[t * gate_row_stride + h * gate_head_stride + d]);
-}
-
 }  // namespace
 
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out, cudaStream_t stream) {
@@ -190,14 +181,6 @@ void head_rmsnorm_silu_gate(float* y, const float* z, int64_t z_stride, const fl
     if (n * heads == 0) return;
     launch_early(head_rmsnorm_silu_gate_kernel, dim3(static_cast<unsigned>(n * heads)), dim3(kThreads), 0, stream,
                  "head_rmsnorm_silu_gate_kernel", y, z, z_stride, weight, heads, head_dim, eps);
-}
-
-void sigmoid_gate_heads(float* y, const float* gate, int64_t gate_row_stride, int64_t gate_head_stride, int64_t n,
-                        int64_t heads, int64_t head_dim, cudaStream_t stream) {
-    const int64_t count = n * heads * head_dim;
-    if (count == 0) return;
-    launch_early(sigmoid_gate_heads_kernel, dim3(static_cast<unsigned>((count + 255) / 256)), dim3(256), 0, stream,
-                 "sigmoid_gate_heads_kernel", y, gate, gate_row_stride, gate_head_stride, n, heads, head_dim);
 }
 
 }  // namespace duet::cuda
