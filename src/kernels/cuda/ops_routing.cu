@@ -176,6 +176,9 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
                                      : static_cast<const uint4*>(a.gate_row);
     RowDot<kWarpSize> dot;
     dot.start(active ? w : static_cast<const uint4*>(a.router), active ? chunks : 0);  // needs nothing from before
+    // The experts' launch may start now: its shared expert's blocks stream their weights while the
+    // routing is found, and the rest wait for it.
+    allow_next_kernel();
     wait_for_inputs();
 
     const auto* x4 = reinterpret_cast<const float4*>(a.x);
