@@ -35,17 +35,4 @@ for run in "$@"; do
   echo "$build $env $arch $preset: $line" | cut -c1-400
 done
 
-python3 - "$logs/variants.jsonl" <<'PY'
-import json, sys
-print(f"{'variant':40} {'arch':10} {'prefill/s':>10} {'step ms':>8} {'of floor':>8}")
-for line in open(sys.argv[1]):
-    try:
-        v = json.loads(line)
-    except ValueError:
-        continue
-    r = v["result"]
-    prefill = r.get("prefill_tokens_per_s", r.get("prompt_rows_per_s", 0))
-    step = r.get("decode_ms_per_token", r.get("ms_per_frame", 0))
-    share = r.get("decode_fraction_of_copy", r.get("frame_fraction_of_copy", 0))
-    print(f"{v['variant'][:40]:40} {r.get('arch', '?'):10} {prefill:10.0f} {step:8.3f} {share:8.3f}")
-PY
+scripts/bench_table.py "$logs/variants.jsonl"

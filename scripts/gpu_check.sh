@@ -38,18 +38,4 @@ printf "cpu tests        %-4s  %s\n" "$cpu_rc" "$(grep -sE '^\[  (PASSED|FAILED)
 printf "cuda tests       %-4s  %s\n" "$cuda_rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$logs/cuda_tests.txt" | head -1)"
 printf "cuda sanitizer   %-4s  %s\n" "$san_rc" "$(grep -E 'ERROR SUMMARY' "$logs/cuda_sanitizer.txt" | head -1)"
 grep -E "FAILED|Failure|error" "$logs/cuda_tests.txt" | head -20
-# One line per benchmark: who ran what, prompt speed, step time and its share of the copy bandwidth.
-python3 - "$logs/bench.jsonl" <<'PY' 2>/dev/null
-import json, sys
-print(f"{'arch':10} {'weights':12} {'backend':28} {'prefill/s':>10} {'step ms':>8} {'of copy':>7}")
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    prefill = r.get("prefill_tokens_per_s", r.get("prompt_rows_per_s", 0))
-    step = r.get("decode_ms_per_token", r.get("ms_per_frame", 0))
-    share = r.get("decode_fraction_of_copy", r.get("frame_fraction_of_copy", 0))
-    print(f"{r.get('arch', '?'):10} {r.get('weights', '?'):12} {str(r.get('backend', '?'))[:28]:28} "
-          f"{prefill:10.0f} {step:8.3f} {share:7.3f}")
-PY
+scripts/bench_table.py "$logs/bench.jsonl" 2>/dev/null

@@ -445,6 +445,24 @@ TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
                 1e-5, "ssm scan");
 }
 
+// Attention of n queries [n, heads · hd] at p[0] over caches at p[1] and p[2] whose first pos rows
+// are filled, into p[3], scaled by 1/sqrt(hd).
+AttentionArgs attention_over(const std::vector<float*>& p, int64_t n, int64_t pos, int64_t heads, int64_t kv,
+                             int64_t hd) {
+    AttentionArgs a;
+    a.n = n;
+    a.pos = pos;
+    a.heads = heads;
+    a.kv_heads = kv;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(float(hd));
+    a.q = p[0];
+    a.k_cache = p[1];
+    a.v_cache = p[2];
+    a.out = p[3];
+    return a;
+}
+
 TEST_F(CudaBackendOps, AttentionOverACacheWithGqa) {
     const int64_t n = 3, pos = 9, heads = 4, kv = 2, hd = 16, cap = 16;
     expect_same({random_values(rng_, n * heads * hd), random_values(rng_, cap * kv * hd),
@@ -539,20 +557,7 @@ TEST_F(CudaBackendOps, AttentionOneTokenDeepLongPromptsAndOddShapes) {
         expect_same({random_values(rng_, n * heads * hd, -2.0f, 2.0f), random_values(rng_, cap * kv * hd),
                      random_values(rng_, cap * kv * hd), std::vector<float>(n * heads * hd)},
                     {3},
-                    [&](Backend& b, std::vector<float*> p) {
-                        AttentionArgs a;
-                        a.n = n;
-                        a.pos = pos;
-                        a.heads = heads;
-                        a.kv_heads = kv;
-                        a.head_dim = hd;
-                        a.scale = 1.0f / std::sqrt(float(hd));
-                        a.q = p[0];
-                        a.k_cache = p[1];
-                        a.v_cache = p[2];
-                        a.out = p[3];
-                        b.attention(a);
-                    },
+                    [&](Backend& b, std::vector<float*> p) { b.attention(attention_over(p, n, pos, heads, kv, hd)); },
                     1e-5, "attention without a device position");
     }
 }
@@ -568,17 +573,7 @@ TEST_F(CudaBackendOps, AttentionAppliesTheOutputGate) {
                      random_values(rng_, n * heads * 2 * hd, -3.0f, 3.0f)},
                     {3},
                     [&](Backend& b, std::vector<float*> p) {
-                        AttentionArgs a;
-                        a.n = n;
-                        a.pos = pos;
-                        a.heads = heads;
-                        a.kv_heads = kv;
-                        a.head_dim = hd;
-                        a.scale = 1.0f / std::sqrt(float(hd));
-                        a.q = p[0];
-                        a.k_cache = p[1];
-                        a.v_cache = p[2];
-                        a.out = p[3];
+                        AttentionArgs a = attention_over(p, n, pos, heads, kv, hd);
                         a.output_gate = p[4] + hd;
                         a.gate_row_stride = heads * 2 * hd;
                         a.gate_head_stride = 2 * hd;

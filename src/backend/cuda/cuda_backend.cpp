@@ -18,6 +18,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/device_buffer.h"
@@ -663,9 +664,9 @@ private:
         a.normed = g.in.normed;
         a.router = device_weight(g.router.data, matrix_bytes(g.router));
         a.gate_row = g.gate_row != nullptr ? device_weight(g.gate_row->data, matrix_bytes(*g.gate_row)) : nullptr;
-        const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-        if (!aligned(a.x) || !aligned(a.norm_weight) || !aligned(a.normed) || !aligned(a.router) ||
-            (a.gate_row != nullptr && !aligned(a.gate_row))) {
+        using cuda::aligned_16;
+        if (!aligned_16(a.x) || !aligned_16(a.norm_weight) || !aligned_16(a.normed) || !aligned_16(a.router) ||
+            (a.gate_row != nullptr && !aligned_16(a.gate_row))) {
             return false;
         }
         a.experts = g.router.rows;
@@ -695,7 +696,7 @@ private:
     static bool two_launch_layer(const float* x, int64_t n, int64_t k, const MatrixView& expert,
                                  const MatrixView* shared) {
         const bool bf16 = expert.dtype == DType::BF16 && (shared == nullptr || shared->dtype == DType::BF16);
-        return bf16 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+        return bf16 && cuda::aligned_16(x) &&
                cuda::expert_layer_fits(expert.cols, expert.rows, shared != nullptr ? shared->rows : 0, n * k + n);
     }
     // The routed experts' matrices followed by the shared expert's, where there is one.

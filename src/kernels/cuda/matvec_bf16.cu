@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 
@@ -118,8 +119,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     if (lane == 0) y[row] = acc;
 }
 
-bool is_aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 void matvec_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
@@ -128,8 +127,7 @@ void matvec_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int6
 }
 
 bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_weight, int64_t cols) {
-    return cols % 8 == 0 && is_aligned_16(w) && is_aligned_16(x) &&
-           (norm_weight == nullptr || is_aligned_16(norm_weight));
+    return cols % 8 == 0 && aligned_16(w) && aligned_16(x) && (norm_weight == nullptr || aligned_16(norm_weight));
 }
 
 void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weight, float eps, bool add, float* y,

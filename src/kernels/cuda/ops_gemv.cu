@@ -1,6 +1,7 @@
 // Matrix products for few tokens: one warp per weight row, lanes striding across the row, each
 // weight read once for up to kTokens tokens; and the mixture-of-experts form, where each slot picks
 // its expert's matrix, so all chosen experts run in one launch.
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/ops.h"
@@ -130,7 +131,7 @@ namespace {
 
 bool vector_path(WeightType type, int64_t cols, const float* x) {
     // Device copies of weights are 256-byte aligned; inputs are rows of a scratch buffer.
-    return type == WeightType::BF16 && cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    return type == WeightType::BF16 && cols % 8 == 0 && aligned_16(x);
 }
 
 }  // namespace

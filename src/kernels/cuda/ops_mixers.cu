@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
@@ -718,8 +719,7 @@ void launch_attention_splits(const AttentionArgs& a, const AttentionPlan& p, flo
         return true;
     }();
     (void)opted_in;
-    const auto aligned = [](const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; };
-    const bool wide_copies = a.head_dim % 4 == 0 && aligned(a.k_cache) && aligned(a.v_cache);
+    const bool wide_copies = a.head_dim % 4 == 0 && aligned_16(a.k_cache) && aligned_16(a.v_cache);
     const int64_t blocks = p.splits * p.group_chunks * a.kv_heads * a.n;
     launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kAttentionThreads), stage_bytes, stream,
                  "attention_split_kernel", a, p.bound, p.splits, p.group_chunks, wide_copies, partial);
@@ -753,10 +753,9 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream) {
     const int64_t pairs = args.heads * args.head_dim;
     if (pairs == 0 || args.n == 0) return;
-    const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     const int64_t ns = args.state_size;
-    if (ns > 0 && ns % 4 == 0 && ns <= 8 * kWarpSize && aligned(args.state) &&
-        (args.state_history == nullptr || aligned(args.state_history))) {
+    if (ns > 0 && ns % 4 == 0 && ns <= 8 * kWarpSize && aligned_16(args.state) &&
+        (args.state_history == nullptr || aligned_16(args.state_history))) {
         const int64_t units = args.heads * ((args.head_dim + kScanRows - 1) / kScanRows);
         const auto blocks = static_cast<unsigned>((units + kScanWarps - 1) / kScanWarps);
         launch_early(ns <= 4 * kWarpSize ? ssm_scan_registers_kernel<1> : ssm_scan_registers_kernel<2>, dim3(blocks),

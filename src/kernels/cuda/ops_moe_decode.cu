@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
@@ -152,8 +153,6 @@ void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
                  dim3(kThreads), 0, stream, "expert_down_kernel", a);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 bool expert_layer_fits(int64_t hidden, int64_t routed_inter, int64_t shared_inter, int64_t slots) {
@@ -161,7 +160,7 @@ bool expert_layer_fits(int64_t hidden, int64_t routed_inter, int64_t shared_inte
 }
 
 void expert_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream) {
-    require(a.chunks > 0 && aligned16(a.x), "expert_first: inputs must be whole, aligned 16-byte groups");
+    require(a.chunks > 0 && aligned_16(a.x), "expert_first: inputs must be whole, aligned 16-byte groups");
     if (a.routed_slots + tokens == 0) return;
     const bool swiglu = a.second != nullptr;
     // Rows of 256 or more groups (Nemotron-H's 336): 8 loads a lane, two rounds instead of three.
@@ -181,7 +180,7 @@ void expert_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
 void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
     require(a.k + 1 <= kMaxDownSources, "expert_down: ", a.k, " experts a token exceed the kernel's ",
             kMaxDownSources - 1);
-    require(aligned16(a.routed_mid) && (a.shared_index < 0 || aligned16(a.shared_mid)),
+    require(aligned_16(a.routed_mid) && (a.shared_index < 0 || aligned_16(a.shared_mid)),
             "expert_down: inputs must be aligned 16-byte groups");
     if (tokens == 0 || a.rows == 0) return;
     switch (row_lanes(a.routed_chunks)) {
