@@ -1,7 +1,6 @@
 // RMS norms (whole rows, groups, heads), the per-head norm + RoPE of gated attention with its cache
 // stores, and the gated head norm. One block per normalised row, threads across its values.
 #include <algorithm>
-#include <initializer_list>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
@@ -49,14 +48,20 @@ __global__ void gated_group_rmsnorm_kernel(float* __restrict__ y, const float* _
     for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = weight[g * width + i] * (row[i] * inv);
 }
 
-// Head `block` (t · heads + head) of a: normalised, then its leading rotary_dim values rotated, into
-// a.out and, when `also` is given, into also[t · also_row_stride + head · head_dim] too. The position
-// comes from device memory when a.position is set, so a recorded launch replays at the current one.
-// `head` is shared memory of head_dim floats.
+// The cache row of a's first token: read on the device when a.position is set, so that a recorded
+// launch replays at the current position.
+__device__ __forceinline__ int64_t first_position(const HeadNormRopeArgs& a) {
+    return a.position != nullptr ? int64_t(*a.position) : a.pos;
+}
+
+// Head `block` (t · heads + head) of a: normalised, then its leading rotary_dim values rotated at
+// position first_position(a) + t, into a.out and, when `also` is given, into its cache row too:
+// also[(first_position(a) + t) · also_row_stride + head · head_dim]. `head` is shared memory of
+// head_dim floats.
 __device__ void norm_rope_head(const HeadNormRopeArgs& a, int64_t block, float* also, int64_t also_row_stride,
                                float* head, float* shared) {
     const int64_t t = block / a.heads, h = block % a.heads;
-    const int64_t pos = a.position != nullptr ? int64_t(*a.position) : a.pos;
+    const int64_t pos = first_position(a);
     const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
     const float inv = rsqrtf(block_sum(thread_sum_squares(src, a.head_dim), shared) / float(a.head_dim) + a.eps);
     allow_next_kernel();
@@ -109,7 +114,7 @@ __global__ void attention_rows_kernel(AttentionRowsArgs a) {
     } else {
         allow_next_kernel();
         const int64_t v = block - queries - keys, t = v / a.keys.heads, h = v % a.keys.heads;
-        const int64_t pos = a.keys.position != nullptr ? int64_t(*a.keys.position) : a.keys.pos;
+        const int64_t pos = first_position(a.keys);
         const int64_t hd = a.keys.head_dim;
         const float* src = a.values + t * a.kv_width + h * hd;
         float* dst = a.value_cache + (pos + t) * a.kv_width + h * hd;
@@ -129,6 +134,12 @@ __global__ void head_rmsnorm_silu_gate_kernel(float* __restrict__ y, const float
     allow_next_kernel();
 #pragma unroll 4
     for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) row[i] = weight[i] * (row[i] * inv) * silu(gate[i]);
+}
+
+// What the kernels rotate: an even number of a head's leading values.
+void require_rotation_fits(const HeadNormRopeArgs& a, const char* op) {
+    require(a.rotary_dim >= 0 && a.rotary_dim <= a.head_dim && a.rotary_dim % 2 == 0, op, ": rotary_dim ",
+            a.rotary_dim, " must be even and at most head_dim ", a.head_dim);
 }
 
 }  // namespace
@@ -152,19 +163,15 @@ void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float
 
 void head_rmsnorm_rope(const HeadNormRopeArgs& args, cudaStream_t stream) {
     if (args.n * args.heads == 0) return;
-    require(args.rotary_dim >= 0 && args.rotary_dim <= args.head_dim && args.rotary_dim % 2 == 0,
-            "head_rmsnorm_rope: rotary_dim ", args.rotary_dim, " must be even and at most head_dim ", args.head_dim);
+    require_rotation_fits(args, "head_rmsnorm_rope");
     launch_early(head_rmsnorm_rope_kernel, dim3(static_cast<unsigned>(args.n * args.heads)), dim3(kThreads),
                  static_cast<size_t>(args.head_dim) * sizeof(float), stream, "head_rmsnorm_rope_kernel", args);
 }
 
 void prepare_attention_rows(const AttentionRowsArgs& a, cudaStream_t stream) {
     const HeadNormRopeArgs &q = a.queries, &k = a.keys;
-    for (const HeadNormRopeArgs* h : {&q, &k}) {
-        require(h->rotary_dim >= 0 && h->rotary_dim <= h->head_dim && h->rotary_dim % 2 == 0,
-                "prepare_attention_rows: rotary_dim ", h->rotary_dim, " must be even and at most head_dim ",
-                h->head_dim);
-    }
+    require_rotation_fits(q, "prepare_attention_rows");
+    require_rotation_fits(k, "prepare_attention_rows");
     require(q.n == k.n && q.head_dim == k.head_dim && a.kv_width == k.heads * k.head_dim &&
                 k.out_row_stride == a.kv_width,
             "prepare_attention_rows: queries of ", q.n, " rows of ", q.head_dim, "-value heads and keys of ", k.n,
