@@ -5,7 +5,7 @@
 # Usage: scripts/bench_variants.sh LOG_DIR BUILDS RUN...
 #   BUILDS  "name=cuda flags;name=cuda flags" (e.g. "base=-DSOME_SWITCH;new="); "name@DIR=flags" builds
 #           the sources in DIR instead (e.g. an earlier commit unpacked by `git archive`)
-#   RUN     "build env-assignments arch preset" (env "-" for none; e.g. "new DUET_CUDA_PREFETCH_MB=0 drama3 a3b")
+#   RUN     "build env-assignments arch preset" (env "-" for none; e.g. "new DUET_CUDA_EARLY_LAUNCH=0 drama3 a3b")
 set -uo pipefail
 logs=${1:?log dir}
 builds=${2:?builds}
