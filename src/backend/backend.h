@@ -240,6 +240,15 @@ public:
         return flag != 0 ? second() : first_result;
     }
 
+    // Names the point a decode step's ops have reached, for a backend that can time the spans between
+    // such points inside a recorded step (CUDA: DUET_CUDA_MARKS=1 for layers, =ops for ops too). Only
+    // for measuring: it changes no result.
+    enum class MarkLevel { Layer, Op };
+    virtual void mark(std::string_view label, MarkLevel level = MarkLevel::Layer) {
+        (void)label;
+        (void)level;
+    }
+
     // out[n, w.rows] = x[n, w.cols] · wᵀ
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
     // A product with its neighbours in a layer: x RMS-normalised first (x / rms(x) · fused.norm_weight,

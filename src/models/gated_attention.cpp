@@ -16,6 +16,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     const int64_t n = xn.tokens(), hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
     float* query_and_gate = sc.query_and_gate.data();
     xn.products({{w.q, query_and_gate}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
+    b.mark("gated attention: norm, qkv", Backend::MarkLevel::Op);
 
     AttentionRowsArgs rows;
     HeadNormRopeArgs& r = rows.queries;
@@ -48,6 +49,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     rows.value_cache = values;
     rows.kv_width = kv_width;
     b.prepare_attention_rows(rows);
+    b.mark("gated attention: rows", Backend::MarkLevel::Op);
 
     AttentionArgs a;
     a.n = n;
@@ -66,6 +68,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     a.gate_row_stride = q_row;
     a.gate_head_stride = 2 * hd;
     b.attention(a);
+    b.mark("gated attention: core", Backend::MarkLevel::Op);
     b.matmul_fused(w.o, sc.attended.data(), n, out, FusedProduct{nullptr, 0.0f, true});
 }
 

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/step_graphs.h"
+#include "backend/cuda/step_marks.h"
 #include "backend/cuda/tensor_core_products.h"
 
 #include <cublas_v2.h>
@@ -170,10 +171,12 @@ public:
         const char* graphs = std::getenv("DUET_CUDA_GRAPHS");
         const bool record = !times_.enabled() && (graphs == nullptr || std::strcmp(graphs, "0") != 0);
         graphs_ = std::make_unique<StepGraphs>(stream_, record);
+        marks_ = std::make_unique<StepMarks>(stream_);
     }
     ~CudaBackend() override {
         times_.report_and_stop();
         cudaStreamSynchronize(stream_);
+        marks_->report();
         graphs_.reset();
         cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
@@ -248,16 +251,19 @@ public:
 
     const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {
         times_.set_in_step(true);
-        const float* result = graphs_->run(key, issue);
+        const float* result = graphs_->run(key, marked(issue, true, true));
         times_.set_in_step(false);
         return result;
     }
     const float* run_step_then_if(const std::shared_ptr<const void>& key, const std::function<const float*()>& first,
                                   const int32_t* go_on, const std::function<const float*()>& second) override {
         times_.set_in_step(true);
-        const float* result = graphs_->run_then_if(key, first, go_on, second);
+        const float* result = graphs_->run_then_if(key, marked(first, true, false), go_on, marked(second, false, true));
         times_.set_in_step(false);
         return result;
+    }
+    void mark(std::string_view label, MarkLevel level = MarkLevel::Layer) override {
+        marks_->mark(label, level == MarkLevel::Op);
     }
 
     void matmul(const MatrixView& w, const float* x, int64_t n, float* out) override {
@@ -458,7 +464,9 @@ public:
         if (!grouped(n, w.up[0]) && two_launch_layer(x, n, k, w.up[0], has_shared ? &w.shared_up : nullptr)) {
             ExpertFirstArgs first = first_args(x, n, k, chosen, with_shared(w.up, w.shared_up), nullptr, inter,
                                                w.shared_up.rows);
+            marks_->mark("moe: gate", true);
             cuda::expert_first(first, n, stream_);
+            marks_->mark("moe: first", true);
             cuda::expert_down(down_args(first, with_shared(w.down, w.shared_down), weights, nullptr, out), n, stream_);
             return;
         }
@@ -515,7 +523,9 @@ public:
             const std::vector<MatrixView> ups = with_shared(w.up, w.shared_up);
             ExpertFirstArgs first =
                 first_args(x, n, top_k, chosen, with_shared(w.gate, w.shared_gate), &ups, inter, shared_inter);
+            marks_->mark("moe: gate", true);
             cuda::expert_first(first, n, stream_);
+            marks_->mark("moe: first", true);
             cuda::expert_down(down_args(first, with_shared(w.down, w.shared_down), weights, gate_logit, out), n,
                               stream_);
             return;
@@ -802,7 +812,19 @@ private:
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
     std::vector<DeviceBuffer> retired_;
+    // `issue` with the step's marks begun before it and ended after it, as asked.
+    std::function<const float*()> marked(const std::function<const float*()>& issue, bool begins, bool ends) {
+        if (!marks_->enabled()) return issue;
+        return [this, &issue, begins, ends] {
+            if (begins) marks_->begin_step();
+            const float* result = issue();
+            if (ends) marks_->end_step();
+            return result;
+        };
+    }
+
     OpTimes times_;
+    std::unique_ptr<StepMarks> marks_;
     std::unordered_map<const void*, DeviceWeight> weights_;
     struct ExpertTable {
         std::vector<const void*> pointers;  // what `buffer` holds

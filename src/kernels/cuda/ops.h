@@ -33,6 +33,8 @@ void store_rows(float* table, int64_t width, int64_t first, const int32_t* first
                 cudaStream_t stream);
 // *x += by on the device.
 void add_to_int(int32_t* x, int32_t by, cudaStream_t stream);
+// *slot = the device's nanosecond clock, once the work before it on `stream` has finished.
+void record_time(uint64_t* slot, cudaStream_t stream);
 // Backend::start_frame.
 void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
                  cudaStream_t stream);

@@ -142,19 +142,26 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::
     const int64_t dim = c.dim;
     float* e = sc.embedding.data();
     embed(e);
+    b.mark("tower input: embedding", Backend::MarkLevel::Op);
     // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products with their norms folded in.
     float* x = sc.x.data();
     b.matmul_fused(w.eh_embedding, e, n, x, FusedProduct{w.enorm.data(), c.norm_eps, false});
     b.matmul_fused(w.eh_hidden, hin, n, x, FusedProduct{w.hnorm.data(), c.norm_eps, true});
+    b.mark("tower input");
 
     const NormedInput attention_in(b, x, n, dim, w.input_norm.data(), c.norm_eps, sc.normed.data());
     gated_attention(b, TowerScratch::attention_shape(c), w.attention, attention_in, at, s.tower_keys(t),
                     s.tower_values(t), sc.attention, x);
+    b.mark("tower attention");
     const NormedInput mlp_in(b, x, n, dim, w.post_norm.data(), c.norm_eps, sc.normed.data());
     mlp_in.products({{w.gate, sc.gate.data()}, {w.up, sc.up.data()}});
+    b.mark("tower mlp: norm, gate, up", Backend::MarkLevel::Op);
     b.silu_mul(sc.gate.data(), sc.up.data(), n * c.inter);
+    b.mark("tower mlp: silu", Backend::MarkLevel::Op);
     b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
+    b.mark("tower mlp: down", Backend::MarkLevel::Op);
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);
+    b.mark("tower mlp");
 }
 
 void Model::tower_teacher_forced(Backend& b, State& s, const float* hidden, const int32_t* in, const int32_t* next,
@@ -221,9 +228,11 @@ void Model::tower_step(Backend& b, State& s, const float* hidden, const int32_t*
         const int64_t k = 1 + (t - c.shared_layers);
         float* logits = head_logits + (k - 1) * c.codebook_size;
         b.matmul(weights_.tower[t].head, hin.data(), 1, logits);
+        b.mark("tower head: product", Backend::MarkLevel::Op);
         DrawCounter code_draw = draws;
         code_draw.slot = draws.slot + static_cast<uint32_t>(k);
         b.sample(logits, 1, c.codebook_size, params, code_draw, frame + 1 + k);
+        b.mark("tower head");
     }
 }
 

@@ -136,6 +136,7 @@ bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, Fram
         b.sample_with_ras(main_logits_.data(), c.candidates(), sampling.params, sampling.ras, recent_.ints(),
                           DrawCounter{sampling.params.seed, step_counter, kMainSlot}, start.end_choice, choice_slot);
         b.start_frame(choice_slot, start, width, frame_.ints(), go_on);
+        b.mark("frame head");
         return static_cast<const float*>(frame_.data());
     };
     const auto codes_and_feed = [&] {

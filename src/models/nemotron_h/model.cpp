@@ -79,10 +79,12 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
     const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
     float* zxbcdt = sc.projected.data();
     NormedInput(b, h, n, c.hidden, norm.data(), c.norm_eps, sc.normed.data()).product(w.in_proj, zxbcdt);
+    b.mark("mamba: norm, in_proj", Backend::MarkLevel::Op);
     const bool record = s.history_capacity() >= n;
     b.causal_conv1d_silu(zxbcdt + inner, rows, n, conv_dim, w.conv_taps.data(), w.conv_bias.data(),
                          c.conv_kernel, s.conv_ring(slot), sc.conv_out.data(),
                          record ? s.conv_history(slot) : nullptr);
+    b.mark("mamba: conv", Backend::MarkLevel::Op);
     SsmScanArgs scan;
     scan.n = n;
     scan.heads = c.mamba_heads;
@@ -102,7 +104,9 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
     scan.y = sc.inner.data();
     scan.state_history = record ? s.ssm_history(slot) : nullptr;
     b.ssm_scan(scan);
+    b.mark("mamba: scan", Backend::MarkLevel::Op);
     b.gated_group_rmsnorm(sc.inner.data(), zxbcdt, rows, w.norm.data(), n, inner, c.mamba_groups, c.norm_eps);
+    b.mark("mamba: gated norm", Backend::MarkLevel::Op);
     b.matmul_fused(w.out_proj, sc.inner.data(), n, h, kAddToStream);
 }
 
@@ -111,8 +115,10 @@ void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, flo
                      const StepPosition& at, const NormedInput& xn, Scratch& sc, float* h) {
     const int64_t n = xn.tokens(), kv_width = c.kv_heads * c.head_dim;
     xn.products({{w.q, sc.projected.data()}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
+    b.mark("attention: norm, qkv", Backend::MarkLevel::Op);
     b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
     b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
+    b.mark("attention: cache rows", Backend::MarkLevel::Op);
     AttentionArgs a;
     a.n = n;
     a.pos = at.pos;
@@ -127,6 +133,7 @@ void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, flo
     a.v_cache = values;
     a.out = sc.inner.data();
     b.attention(a);
+    b.mark("attention: core", Backend::MarkLevel::Op);
     b.matmul_fused(w.o, sc.inner.data(), n, h, kAddToStream);
 }
 
@@ -179,6 +186,7 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
                 break;
             case LayerKind::MLP: mlp_mixer(c, b, layer.mlp, layer.norm, h, n, sc); break;
         }
+        b.mark(layer_kind_name(layer.kind));
         if (report && i + 1 < layers) report(i + 1, h);
     }
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, sc.normed.data());

@@ -73,8 +73,10 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
     const int64_t n = xn.tokens(), conv_dim = c.conv_dim(), v_width = c.linear_v_width();
     xn.products({{w.qkv, sc.projected.data()}, {w.z, sc.gate.data()}, {w.b, sc.beta_in.data()},
                  {w.a, sc.decay_in.data()}});
+    b.mark("delta: norm, in_proj", Backend::MarkLevel::Op);
     b.causal_conv1d_silu(sc.projected.data(), conv_dim, n, conv_dim, w.conv_taps.data(), nullptr, c.conv_kernel,
                          s.conv_ring(slot), sc.conv_out.data());
+    b.mark("delta: conv", Backend::MarkLevel::Op);
     GatedDeltaArgs d;
     d.n = n;
     d.k_heads = c.linear_k_heads;
@@ -93,8 +95,10 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
     d.out = sc.inner.data();
     d.chunk = n > 1 ? chunk : 0;
     b.gated_delta_rule(d);
+    b.mark("delta: rule", Backend::MarkLevel::Op);
     b.head_rmsnorm_silu_gate(sc.inner.data(), sc.gate.data(), v_width, w.norm.data(), n, c.linear_v_heads,
                              c.linear_v_dim, c.norm_eps);
+    b.mark("delta: gated norm", Backend::MarkLevel::Op);
     b.matmul_fused(w.out, sc.inner.data(), n, h, FusedProduct{nullptr, 0.0f, true});
 }
 
@@ -169,8 +173,10 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
         } else {
             full_attention_mixer(c, b, layer.attention, s, layer.state_slot, mixer_in, at, sc, h);
         }
+        b.mark(layer_kind_name(layer.kind));
         b.moe_swiglu(MoeInput{h, layer.post_norm.data(), c.norm_eps, xn}, n, layer.moe, c.experts_per_token,
                      c.norm_topk, h);
+        b.mark("moe");
         if (i + 1 < layers) report(i + 1, h);
     }
     b.rmsnorm(h, weights_.final_norm.data(), n, hidden, c.norm_eps, normed);
