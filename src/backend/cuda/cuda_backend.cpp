@@ -262,7 +262,7 @@ public:
         times_.set_in_step(false);
         return result;
     }
-    void mark(std::string_view label, MarkLevel level = MarkLevel::Layer) override {
+    void mark(std::string_view label, MarkLevel level) override {
         marks_->mark(label, level == MarkLevel::Op);
     }
 
