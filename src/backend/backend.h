@@ -111,6 +111,44 @@ struct GatedDeltaArgs {
     int64_t chunk = 0;
 };
 
+// Backend::causal_conv1d_silu's arguments, for the fused ops that start with it.
+struct CausalConvArgs {
+    const float* x = nullptr;  // token t's inputs at x + t * x_stride
+    int64_t x_stride = 0, channels = 0, kernel = 0;
+    const float* taps = nullptr;  // [channels, kernel]
+    const float* bias = nullptr;  // [channels] or null
+    float* ring = nullptr;        // [kernel - 1, channels], advanced
+    float* out = nullptr;         // [n, channels]
+    float* ring_history = nullptr;
+};
+
+// The part of a Mamba-2 mixer between its two products (Backend::mamba_conv_scan_norm), for
+// scan.n tokens: the convolution into conv.out, ssm_scan over it (scan.x == conv.out, scan.x_stride
+// == conv.channels) into scan.y, then gated_group_rmsnorm of scan.y by z. A backend that runs
+// the three as one need not write conv.out.
+struct MambaMiddleArgs {
+    CausalConvArgs conv;
+    SsmScanArgs scan;
+    const float* z = nullptr;  // token t's gate at z + t * z_stride
+    int64_t z_stride = 0;
+    const float* norm_weight = nullptr;  // [heads · head_dim]
+    int64_t norm_groups = 0;
+    float eps = 0.0f;
+};
+
+// The part of a Gated DeltaNet mixer between its products (Backend::delta_conv_rule_norm), for
+// rule.n tokens: the convolution of q, k and v into conv.out, the delta rule over it (rule.qkv ==
+// conv.out, rule.qkv_stride == conv.channels) into rule.out, then head_rmsnorm_silu_gate of
+// rule.out by z. As with MambaMiddleArgs, conv.out may go unwritten.
+struct DeltaMiddleArgs {
+    CausalConvArgs conv;
+    GatedDeltaArgs rule;
+    const float* z = nullptr;  // token t's gate at z + t * z_stride
+    int64_t z_stride = 0;
+    const float* norm_weight = nullptr;  // [v_dim]
+    float eps = 0.0f;
+};
+
 // How RoPE pairs a head's values: rotate-half (NeoX: i with i + d/2) or interleaved (GPT-J: 2i with 2i + 1).
 enum class RopeStyle { RotateHalf, Interleaved };
 
@@ -312,6 +350,21 @@ public:
     virtual void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight,
                                      int64_t n, int64_t dim, int64_t groups, float eps) = 0;
 
+    // MambaMiddleArgs: three ops that a backend may run as one for a decode token.
+    virtual void mamba_conv_scan_norm(const MambaMiddleArgs& a) {
+        run_conv(a.conv, a.scan.n);
+        ssm_scan(a.scan);
+        gated_group_rmsnorm(a.scan.y, a.z, a.z_stride, a.norm_weight, a.scan.n, a.scan.heads * a.scan.head_dim,
+                            a.norm_groups, a.eps);
+    }
+    // DeltaMiddleArgs: three ops that a backend may run as one for a decode token.
+    virtual void delta_conv_rule_norm(const DeltaMiddleArgs& a) {
+        run_conv(a.conv, a.rule.n);
+        gated_delta_rule(a.rule);
+        head_rmsnorm_silu_gate(a.rule.out, a.z, a.z_stride, a.norm_weight, a.rule.n, a.rule.v_heads, a.rule.v_dim,
+                               a.eps);
+    }
+
     virtual void attention(const AttentionArgs& args) = 0;
 
     // out[n, hidden] += Σ_chosen w_e · down_e(relu²(up_e x̂)) + shared_down(relu²(shared_up x̂)), x̂ =
@@ -341,6 +394,11 @@ public:
     // x = rmsnorm(in.x), the norm and the add as moe_relu2's.
     virtual void moe_swiglu(const MoeInput& in, int64_t n, const SwigluMoeWeights& weights, int64_t top_k,
                             bool normalize, float* out) = 0;
+
+private:
+    void run_conv(const CausalConvArgs& c, int64_t n) {
+        causal_conv1d_silu(c.x, c.x_stride, n, c.channels, c.taps, c.bias, c.kernel, c.ring, c.out, c.ring_history);
+    }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool);

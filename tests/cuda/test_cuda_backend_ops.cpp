@@ -445,6 +445,64 @@ TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
                 1e-5, "ssm scan");
 }
 
+// The Mamba-2 middle as one op against the CPU's three: one token, which the GPU runs as one launch
+// in clusters of a group's heads (8 and 2 here, with and without a conv bias), and shapes it does not
+// take there (three tokens, 16 heads a group), which it runs as the three ops.
+TEST_F(CudaBackendOps, MambaConvolutionScanAndGatedNormAsOneOp) {
+    struct Shape {
+        int64_t n, heads, hd, groups, ns;
+        bool bias;
+    };
+    for (const Shape& sh : {Shape{1, 16, 64, 2, 128, true}, Shape{1, 6, 24, 3, 16, false},
+                            Shape{3, 8, 64, 1, 128, true}, Shape{1, 16, 8, 1, 16, true}}) {
+        const int64_t inner = sh.heads * sh.hd, channels = inner + 2 * sh.groups * sh.ns, kernel = 4;
+        const int64_t rows = inner + channels + sh.heads;
+        const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels),
+                                 dt_bias = random_values(rng_, sh.heads),
+                                 a = random_values(rng_, sh.heads, -2.0f, -0.5f), d = random_values(rng_, sh.heads),
+                                 norm = random_values(rng_, inner, 0.5f, 1.5f);
+        expect_same({random_values(rng_, sh.n * rows), random_values(rng_, (kernel - 1) * channels),
+                     std::vector<float>(sh.n * channels), random_values(rng_, inner * sh.ns),
+                     std::vector<float>(sh.n * inner)},
+                    {1, 3, 4},
+                    [&](Backend& b, std::vector<float*> p) {
+                        MambaMiddleArgs m;
+                        m.conv.x = p[0] + inner;
+                        m.conv.x_stride = rows;
+                        m.conv.channels = channels;
+                        m.conv.kernel = kernel;
+                        m.conv.taps = taps.data();
+                        m.conv.bias = sh.bias ? bias.data() : nullptr;
+                        m.conv.ring = p[1];
+                        m.conv.out = p[2];
+                        SsmScanArgs& s = m.scan;
+                        s.n = sh.n;
+                        s.heads = sh.heads;
+                        s.head_dim = sh.hd;
+                        s.groups = sh.groups;
+                        s.state_size = sh.ns;
+                        s.x = p[2];
+                        s.x_stride = channels;
+                        s.dt = p[0] + inner + channels;
+                        s.dt_stride = rows;
+                        s.dt_bias = dt_bias.data();
+                        s.a = a.data();
+                        s.d = d.data();
+                        s.dt_min = 0.001f;
+                        s.dt_max = 0.5f;
+                        s.state = p[3];
+                        s.y = p[4];
+                        m.z = p[0];
+                        m.z_stride = rows;
+                        m.norm_weight = norm.data();
+                        m.norm_groups = sh.groups;
+                        m.eps = 1e-5f;
+                        b.mamba_conv_scan_norm(m);
+                    },
+                    1e-5, "mamba conv, scan, gated norm");
+    }
+}
+
 // Attention of n queries [n, heads · hd] at p[0] over caches at p[1] and p[2] whose first pos rows
 // are filled, into p[3], scaled by 1/sqrt(hd).
 AttentionArgs attention_over(const std::vector<float*>& p, int64_t n, int64_t pos, int64_t heads, int64_t kv,
@@ -611,6 +669,60 @@ TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
                         b.gated_delta_rule(g);
                     },
                     1e-4, n == 1 ? "delta rule, one token" : "delta rule, chunked on the CPU");
+    }
+}
+
+// The Gated DeltaNet middle as one op against the CPU's three: one token at Qwen3.5's head sizes
+// (a cluster of two value heads of four 32-column slices), at 48 value columns (a slice partly
+// out of range) and at four value heads a key head (a cluster of 16, which the GPU does not take
+// in one launch), and three tokens (the three ops on the GPU too).
+TEST_F(CudaBackendOps, DeltaConvolutionRuleAndGatedNormAsOneOp) {
+    struct Shape {
+        int64_t n, kh, vh, dk, dv;
+    };
+    for (const Shape& sh : {Shape{1, 2, 4, 128, 128}, Shape{1, 3, 6, 40, 48}, Shape{1, 1, 4, 64, 128},
+                            Shape{3, 2, 4, 128, 128}}) {
+        const int64_t channels = 2 * sh.kh * sh.dk + sh.vh * sh.dv, v_width = sh.vh * sh.dv, kernel = 4;
+        const std::vector<float> taps = random_values(rng_, channels * kernel),
+                                 neg = random_values(rng_, sh.vh, -3.0f, -0.5f), dt_bias = random_values(rng_, sh.vh),
+                                 norm = random_values(rng_, sh.dv, 0.5f, 1.5f);
+        expect_same({random_values(rng_, sh.n * channels), random_values(rng_, (kernel - 1) * channels),
+                     std::vector<float>(sh.n * channels), random_values(rng_, sh.n * sh.vh),
+                     random_values(rng_, sh.n * sh.vh), random_values(rng_, sh.vh * sh.dk * sh.dv, -0.1f, 0.1f),
+                     std::vector<float>(sh.n * v_width), random_values(rng_, sh.n * v_width)},
+                    {1, 5, 6},
+                    [&](Backend& b, std::vector<float*> p) {
+                        DeltaMiddleArgs m;
+                        m.conv.x = p[0];
+                        m.conv.x_stride = channels;
+                        m.conv.channels = channels;
+                        m.conv.kernel = kernel;
+                        m.conv.taps = taps.data();
+                        m.conv.ring = p[1];
+                        m.conv.out = p[2];
+                        GatedDeltaArgs& g = m.rule;
+                        g.n = sh.n;
+                        g.k_heads = sh.kh;
+                        g.v_heads = sh.vh;
+                        g.k_dim = sh.dk;
+                        g.v_dim = sh.dv;
+                        g.qkv = p[2];
+                        g.qkv_stride = channels;
+                        g.a = p[3];
+                        g.a_stride = sh.vh;
+                        g.b = p[4];
+                        g.b_stride = sh.vh;
+                        g.neg_exp_a_log = neg.data();
+                        g.dt_bias = dt_bias.data();
+                        g.state = p[5];
+                        g.out = p[6];
+                        m.z = p[7];
+                        m.z_stride = v_width;
+                        m.norm_weight = norm.data();
+                        m.eps = 1e-6f;
+                        b.delta_conv_rule_norm(m);
+                    },
+                    1e-4, "delta conv, rule, gated norm");
     }
 }
 

@@ -413,6 +413,35 @@ public:
         Timed timed(*this, "gated_group_rmsnorm");
         cuda::gated_group_rmsnorm(y, z, z_stride, device_vector(weight, dim), n, dim, groups, eps, stream_);
     }
+    void mamba_conv_scan_norm(const MambaMiddleArgs& args) override {
+        if (!cuda::mamba_step_fits(args)) {
+            Backend::mamba_conv_scan_norm(args);
+            return;
+        }
+        Timed timed(*this, "mamba_conv_scan_norm");
+        const SsmScanArgs& scan = args.scan;
+        MambaMiddleArgs a = args;
+        a.conv = device_conv_weights(args.conv);
+        a.scan.dt_bias = device_vector(scan.dt_bias, scan.heads);
+        a.scan.a = device_vector(scan.a, scan.heads);
+        a.scan.d = device_vector(scan.d, scan.heads);
+        a.norm_weight = device_vector(args.norm_weight, scan.heads * scan.head_dim);
+        cuda::mamba_step(a, stream_);
+    }
+    void delta_conv_rule_norm(const DeltaMiddleArgs& args) override {
+        if (!cuda::delta_step_fits(args)) {
+            Backend::delta_conv_rule_norm(args);
+            return;
+        }
+        Timed timed(*this, "delta_conv_rule_norm");
+        const GatedDeltaArgs& rule = args.rule;
+        DeltaMiddleArgs a = args;
+        a.conv = device_conv_weights(args.conv);
+        a.rule.neg_exp_a_log = device_vector(rule.neg_exp_a_log, rule.v_heads);
+        a.rule.dt_bias = device_vector(rule.dt_bias, rule.v_heads);
+        a.norm_weight = device_vector(args.norm_weight, rule.v_dim);
+        cuda::delta_step(a, stream_);
+    }
     void attention(const AttentionArgs& args) override {
         Timed timed(*this, "attention");
         // Sized by the capacity when the position is read on the device: the same at every step.
@@ -584,6 +613,13 @@ private:
     }
     const float* device_vector(const float* host, int64_t count) {
         return static_cast<const float*>(device_weight(host, static_cast<size_t>(count) * sizeof(float)));
+    }
+    // The convolution's arguments with its taps and bias in device memory.
+    CausalConvArgs device_conv_weights(const CausalConvArgs& conv) {
+        CausalConvArgs c = conv;
+        c.taps = device_vector(conv.taps, conv.channels * conv.kernel);
+        c.bias = conv.bias != nullptr ? device_vector(conv.bias, conv.channels) : nullptr;
+        return c;
     }
 
     // Long prompts run their experts grouped on tensor cores (bf16 experts only).

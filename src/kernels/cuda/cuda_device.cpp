@@ -70,16 +70,30 @@ DeviceInfo device_info(int index) {
 
 namespace duet::cuda {
 
+namespace {
+
+// Whether the current device has compute capability 9.0 or later (Hopper's launch features).
+bool current_device_is_sm90_or_later() {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+    return major >= 9;
+}
+
+}  // namespace
+
 bool early_launch_available() {
     // DUET_CUDA_EARLY_LAUNCH=0 turns it off, to measure what it brings.
     static const bool available = [] {
         const char* setting = std::getenv("DUET_CUDA_EARLY_LAUNCH");
         if (setting != nullptr && std::string(setting) == "0") return false;
-        int device = 0, major = 0;
-        if (cudaGetDevice(&device) != cudaSuccess) return false;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-        return major >= 9;
+        return current_device_is_sm90_or_later();
     }();
+    return available;
+}
+
+bool thread_block_clusters_available() {
+    static const bool available = current_device_is_sm90_or_later();
     return available;
 }
 

@@ -31,24 +31,44 @@ __device__ __forceinline__ void allow_next_kernel() {
 // Whether the current device has programmatic dependent launch (compute capability 9.0 and up).
 bool early_launch_available();
 
-// Launches `kernel` early where the device allows it, plainly otherwise. The kernel must call
-// wait_for_inputs() before its first access to memory that earlier work touches.
+// Whether the current device runs thread block clusters (compute capability 9.0 and up).
+bool thread_block_clusters_available();
+
+// Launches `kernel` early where the device allows it, plainly otherwise, in thread block clusters
+// of `cluster_blocks` consecutive blocks along x (0: no cluster launch; clusters need compute
+// capability 9.0, see thread_block_clusters_available). The kernel must call wait_for_inputs()
+// before its first access to memory that earlier work touches.
 template <typename... Params, typename... Args>
-void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                  const char* name, Args&&... args) {
+void launch_early_in_clusters(unsigned cluster_blocks, void (*kernel)(Params...), dim3 grid, dim3 block,
+                              size_t shared_bytes, cudaStream_t stream, const char* name, Args&&... args) {
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attributes[2]{};
+    unsigned count = 0;
     if (early_launch_available()) {
-        config.attrs = &attribute;
-        config.numAttrs = 1;
+        attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attributes[count].val.programmaticStreamSerializationAllowed = 1;
+        ++count;
     }
+    if (cluster_blocks > 0) {
+        attributes[count].id = cudaLaunchAttributeClusterDimension;
+        attributes[count].val.clusterDim.x = cluster_blocks;
+        attributes[count].val.clusterDim.y = 1;
+        attributes[count].val.clusterDim.z = 1;
+        ++count;
+    }
+    config.attrs = count > 0 ? attributes : nullptr;
+    config.numAttrs = count;
     check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name, __FILE__, __LINE__);
+}
+
+template <typename... Params, typename... Args>
+void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                  const char* name, Args&&... args) {
+    launch_early_in_clusters(0, kernel, grid, block, shared_bytes, stream, name, std::forward<Args>(args)...);
 }
 
 }  // namespace duet::cuda

@@ -124,6 +124,20 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
                         cudaStream_t stream);
 // dt_bias, a, d: device.
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream);
+// Whether mamba_step takes these arguments: one token without histories, at most 8 heads a group
+// (a thread block cluster), the norm's groups the scan's, head_dim ≤ 64, state_size ≤ 128 and a
+// multiple of 4, on a device with clusters.
+bool mamba_step_fits(const MambaMiddleArgs& args);
+// Backend::mamba_conv_scan_norm for one token in one launch; every pointer device memory.
+// args.conv.out is not written.
+void mamba_step(const MambaMiddleArgs& args, cudaStream_t stream);
+// Whether delta_step takes these arguments: one token without a ring history, k_dim ≤ 128, and a
+// key head's value heads in at most 8 blocks of 32 value columns (a cluster), on a device with
+// clusters.
+bool delta_step_fits(const DeltaMiddleArgs& args);
+// Backend::delta_conv_rule_norm for one token in one launch; every pointer device memory.
+// args.conv.out is not written.
+void delta_step(const DeltaMiddleArgs& args, cudaStream_t stream);
 // neg_exp_a_log, dt_bias: device. Always the recurrence (equal to the chunked form up to rounding);
 // k_dim at most 256.
 void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream);

@@ -81,11 +81,17 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
     NormedInput(b, h, n, c.hidden, norm.data(), c.norm_eps, sc.normed.data()).product(w.in_proj, zxbcdt);
     b.mark("mamba: norm, in_proj", Backend::MarkLevel::Op);
     const bool record = s.history_capacity() >= n;
-    b.causal_conv1d_silu(zxbcdt + inner, rows, n, conv_dim, w.conv_taps.data(), w.conv_bias.data(),
-                         c.conv_kernel, s.conv_ring(slot), sc.conv_out.data(),
-                         record ? s.conv_history(slot) : nullptr);
-    b.mark("mamba: conv", Backend::MarkLevel::Op);
-    SsmScanArgs scan;
+    MambaMiddleArgs m;
+    m.conv.x = zxbcdt + inner;
+    m.conv.x_stride = rows;
+    m.conv.channels = conv_dim;
+    m.conv.kernel = c.conv_kernel;
+    m.conv.taps = w.conv_taps.data();
+    m.conv.bias = w.conv_bias.data();
+    m.conv.ring = s.conv_ring(slot);
+    m.conv.out = sc.conv_out.data();
+    m.conv.ring_history = record ? s.conv_history(slot) : nullptr;
+    SsmScanArgs& scan = m.scan;
     scan.n = n;
     scan.heads = c.mamba_heads;
     scan.head_dim = c.mamba_head_dim;
@@ -103,10 +109,13 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
     scan.state = s.ssm_state(slot);
     scan.y = sc.inner.data();
     scan.state_history = record ? s.ssm_history(slot) : nullptr;
-    b.ssm_scan(scan);
-    b.mark("mamba: scan", Backend::MarkLevel::Op);
-    b.gated_group_rmsnorm(sc.inner.data(), zxbcdt, rows, w.norm.data(), n, inner, c.mamba_groups, c.norm_eps);
-    b.mark("mamba: gated norm", Backend::MarkLevel::Op);
+    m.z = zxbcdt;
+    m.z_stride = rows;
+    m.norm_weight = w.norm.data();
+    m.norm_groups = c.mamba_groups;
+    m.eps = c.norm_eps;
+    b.mamba_conv_scan_norm(m);
+    b.mark("mamba: conv, scan, gated norm", Backend::MarkLevel::Op);
     b.matmul_fused(w.out_proj, sc.inner.data(), n, h, kAddToStream);
 }
 

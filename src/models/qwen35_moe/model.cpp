@@ -74,10 +74,15 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
     xn.products({{w.qkv, sc.projected.data()}, {w.z, sc.gate.data()}, {w.b, sc.beta_in.data()},
                  {w.a, sc.decay_in.data()}});
     b.mark("delta: norm, in_proj", Backend::MarkLevel::Op);
-    b.causal_conv1d_silu(sc.projected.data(), conv_dim, n, conv_dim, w.conv_taps.data(), nullptr, c.conv_kernel,
-                         s.conv_ring(slot), sc.conv_out.data());
-    b.mark("delta: conv", Backend::MarkLevel::Op);
-    GatedDeltaArgs d;
+    DeltaMiddleArgs m;
+    m.conv.x = sc.projected.data();
+    m.conv.x_stride = conv_dim;
+    m.conv.channels = conv_dim;
+    m.conv.kernel = c.conv_kernel;
+    m.conv.taps = w.conv_taps.data();
+    m.conv.ring = s.conv_ring(slot);
+    m.conv.out = sc.conv_out.data();
+    GatedDeltaArgs& d = m.rule;
     d.n = n;
     d.k_heads = c.linear_k_heads;
     d.v_heads = c.linear_v_heads;
@@ -94,11 +99,12 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
     d.state = s.delta_state(slot);
     d.out = sc.inner.data();
     d.chunk = n > 1 ? chunk : 0;
-    b.gated_delta_rule(d);
-    b.mark("delta: rule", Backend::MarkLevel::Op);
-    b.head_rmsnorm_silu_gate(sc.inner.data(), sc.gate.data(), v_width, w.norm.data(), n, c.linear_v_heads,
-                             c.linear_v_dim, c.norm_eps);
-    b.mark("delta: gated norm", Backend::MarkLevel::Op);
+    m.z = sc.gate.data();
+    m.z_stride = v_width;
+    m.norm_weight = w.norm.data();
+    m.eps = c.norm_eps;
+    b.delta_conv_rule_norm(m);
+    b.mark("delta: conv, rule, gated norm", Backend::MarkLevel::Op);
     b.matmul_fused(w.out, sc.inner.data(), n, h, FusedProduct{nullptr, 0.0f, true});
 }
 
