@@ -46,6 +46,12 @@ std::vector<uint16_t> random_bf16(std::mt19937& rng, size_t count, float range) 
     return v;
 }
 
+// How the experts are chosen in CudaBackendOps::expect_experts_agree.
+struct ExpertChoice {
+    int64_t experts = 8, top_k = 3, groups = 4, groups_kept = 2;
+    int64_t distinct_router_rows = 0;  // when set, the router's rows repeat with this period: tied scores
+};
+
 // Runs the same op on both backends: inputs are copied into each backend's memory, `op` is called
 // with the backend and its copies, and the copies are read back for comparison.
 class CudaBackendOps : public cuda::testing::DeviceTest {
@@ -83,7 +89,8 @@ protected:
     }
 
     // Both mixture-of-experts ops on n random tokens.
-    void expect_experts_agree(int64_t n, int64_t hidden, int64_t inter, int64_t shared_inter, double tolerance);
+    void expect_experts_agree(int64_t n, int64_t hidden, int64_t inter, int64_t shared_inter, double tolerance,
+                              const ExpertChoice& choice = {});
 
     std::mt19937 rng_{2024};
     ThreadPool pool_{2};
@@ -770,18 +777,42 @@ TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     expect_experts_agree(2, 1024, 1024, 2048, 1e-5);  // rows of a whole warp in both launches
 }
 
+// The models' expert counts (128 top-6 in one group, 256 top-8), the router's rows repeating so that
+// many scores tie and the lower index must win, on the one-launch gate (one token) and the routing
+// kernels of several tokens.
+TEST_F(CudaBackendOps, MixturesOfManyExpertsWithTiedScores) {
+    for (int64_t n : {1, 3, 40}) {
+        expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{128, 6, 1, 1, 40});
+        expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{256, 8, 1, 1, 24});
+        expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{256, 8, 8, 4, 0});
+    }
+}
+
 void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t inter, int64_t shared_inter,
-                                          double tolerance) {
-    const int64_t experts = 8;
+                                          double tolerance, const ExpertChoice& choice) {
+    const int64_t experts = choice.experts;
     std::vector<std::vector<uint16_t>> store;
     auto matrix = [&](int64_t rows, int64_t cols) {
         store.push_back(random_bf16(rng_, rows * cols, 0.3f));
         return MatrixView{DType::BF16, rows, cols, store.back().data()};
     };
-    store.reserve(64);
-    const std::vector<float> bias = random_values(rng_, experts, -0.1f, 0.1f);
+    auto router = [&] {
+        MatrixView r = matrix(experts, hidden);
+        if (choice.distinct_router_rows > 0) {
+            std::vector<uint16_t>& w = store.back();
+            for (int64_t e = choice.distinct_router_rows; e < experts; ++e) {
+                std::copy_n(w.begin() + (e % choice.distinct_router_rows) * hidden, hidden, w.begin() + e * hidden);
+            }
+        }
+        return r;
+    };
+    store.reserve(8 * experts + 16);
+    std::vector<float> bias = random_values(rng_, experts, -0.1f, 0.1f);
+    for (int64_t e = choice.distinct_router_rows; choice.distinct_router_rows > 0 && e < experts; ++e) {
+        bias[e] = bias[e % choice.distinct_router_rows];
+    }
     MoeWeights relu;
-    relu.router = matrix(experts, hidden);
+    relu.router = router();
     relu.score_bias = bias.data();
     for (int e = 0; e < experts; ++e) {
         relu.up.push_back(matrix(inter, hidden));
@@ -790,9 +821,9 @@ void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t int
     relu.shared_up = matrix(shared_inter, hidden);
     relu.shared_down = matrix(hidden, shared_inter);
     MoeRouting routing;
-    routing.top_k = 3;
-    routing.groups = 4;
-    routing.groups_kept = 2;
+    routing.top_k = choice.top_k;
+    routing.groups = choice.groups;
+    routing.groups_kept = choice.groups_kept;
     routing.scale = 2.5f;
     // As in a model: the layer reads the residual stream, normalises it into scratch and adds itself
     // to the same stream. Both the stream and the normalised input are compared.
@@ -803,7 +834,7 @@ void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t int
                 tolerance, "relu2 experts");
 
     SwigluMoeWeights swiglu;
-    swiglu.router = matrix(experts, hidden);
+    swiglu.router = router();
     for (int e = 0; e < experts; ++e) {
         swiglu.gate.push_back(matrix(inter, hidden));
         swiglu.up.push_back(matrix(inter, hidden));
@@ -814,7 +845,9 @@ void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t int
     swiglu.shared_down = matrix(hidden, shared_inter);
     swiglu.shared_expert_gate = matrix(1, hidden);
     expect_same({random_values(rng_, n * hidden, -2.0f, 2.0f), std::vector<float>(n * hidden)}, {0, 1},
-                [&](Backend& b, std::vector<float*> p) { b.moe_swiglu(layer_input(p), n, swiglu, 3, true, p[0]); },
+                [&](Backend& b, std::vector<float*> p) {
+                    b.moe_swiglu(layer_input(p), n, swiglu, choice.top_k, true, p[0]);
+                },
                 tolerance, "swiglu experts");
 }
 

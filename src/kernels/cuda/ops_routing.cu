@@ -29,12 +29,10 @@ __device__ __forceinline__ void keep_better(float& value, int& index, float othe
 // The key an entry is ranked by: its value, NaN as the worst (so the ranks stay a permutation).
 __device__ __forceinline__ float rank_key(float value) { return isnan(value) ? -INFINITY : value; }
 
-// The k best of values[0..count) (k at most count), best first, into order[0..k), marked in `taken`;
-// every thread of the block calls it, `values` ready before, `order` and `taken` for every thread
-// after. Each thread ranks its own entries against all the others (rank: how many are better, that
-// is larger or equal with a lower index, keep_better's order) and the entry of rank r < k is
-// order[r]: one pass over shared memory instead of k dependent rounds of arg-max.
-__device__ void block_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
+// block_top_indices for any count and k: each thread ranks its own entries against all the others
+// (rank: how many are better, that is larger or equal with a lower index, keep_better's order) and
+// the entry of rank r < k is order[r].
+__device__ void block_top_indices_by_ranks(const float* values, int count, int k, bool* taken, int32_t* order) {
     __syncthreads();
     for (int e = threadIdx.x; e < count; e += blockDim.x) {
         const float v = rank_key(values[e]);
@@ -48,6 +46,71 @@ __device__ void block_top_indices(const float* values, int count, int k, bool* t
             order[rank] = e;
             taken[e] = true;
         }
+    }
+    __syncthreads();
+}
+
+// Whether (u, j) ranks before (v, e): the larger key, on ties the lower index (keep_better's order).
+__device__ __forceinline__ bool ranks_before(float u, int j, float v, int e) { return u > v || (u == v && j < e); }
+
+// The k best of values[0..count) (k at most count), best first, into order[0..k), marked in `taken`;
+// every thread of a block of kThreads calls it, `values` ready before, `order` and `taken` for every
+// thread after. Where each thread holds one entry and k fits a warp (the models' routers), each warp
+// sorts its 32 entries by shuffles (a bitonic network of 15 steps), the warps' k best go to shared
+// memory, and each of those is ranked against the others there: a few hundred instructions a warp,
+// where ranking every entry against every other takes count of them per entry. The router's last
+// block shares its SM with the experts' launch, which leaves it a fraction of the issue slots, so
+// instructions are what this costs.
+__device__ void block_top_indices(const float* values, int count, int k, bool* taken, int32_t* order) {
+    constexpr int kWarps = kThreads / kWarpSize;
+    if (count > kThreads || k > kWarpSize) {
+        block_top_indices_by_ranks(values, count, k, taken, order);
+        return;
+    }
+    __shared__ float pick_key[kWarps * kWarpSize];
+    __shared__ int32_t pick_index[kWarps * kWarpSize];
+    __syncthreads();
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    // Entries past the end rank after every real one: the worst key and an index above them all.
+    float key = threadIdx.x < count ? rank_key(values[threadIdx.x]) : -INFINITY;
+    int index = threadIdx.x;
+#pragma unroll
+    for (int size = 2; size <= kWarpSize; size *= 2) {
+#pragma unroll
+        for (int stride = size / 2; stride > 0; stride /= 2) {
+            const float other_key = __shfl_xor_sync(0xFFFFFFFFu, key, stride);
+            const int other_index = __shfl_xor_sync(0xFFFFFFFFu, index, stride);
+            // Blocks of `size` lanes alternate direction; the lower lane of a pair keeps the better
+            // entry in a block sorted best first.
+            const bool best_first = (lane & size) == 0 || size == kWarpSize;
+            const bool lower = (lane & stride) == 0;
+            if (ranks_before(other_key, other_index, key, index) == (lower == best_first)) {
+                key = other_key;
+                index = other_index;
+            }
+        }
+    }
+    if (lane < k) {
+        pick_key[warp * k + lane] = key;
+        pick_index[warp * k + lane] = index;
+    }
+    __syncthreads();
+    // Candidate c by the `lanes` consecutive threads from c · lanes, each counting the picks better
+    // than it over a stride of them.
+    const int picks = kWarps * k;
+    const int lanes = picks <= kThreads / 4 ? 4 : picks <= kThreads / 2 ? 2 : 1;
+    const int c = threadIdx.x / lanes, part = threadIdx.x % lanes;
+    int rank = 0;
+    const bool real = c < picks && pick_index[c] < count;
+    if (c < picks) {
+        const float v = pick_key[c];
+        const int e = pick_index[c];
+        for (int d = part; d < picks; d += lanes) rank += ranks_before(pick_key[d], pick_index[d], v, e) ? 1 : 0;
+    }
+    for (int offset = 1; offset < lanes; offset *= 2) rank += __shfl_xor_sync(0xFFFFFFFFu, rank, offset);
+    if (real && part == 0 && rank < k) {
+        order[rank] = pick_index[c];
+        taken[pick_index[c]] = true;
     }
     __syncthreads();
 }
@@ -92,11 +155,11 @@ __device__ void route_sigmoid_token(const float* logits, const float* bias, int 
     }
     const int k = static_cast<int>(routing.top_k);
     block_top_indices(choice, experts, k, taken, order);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < kWarpSize) {
         float sum = 0.0f;
-        for (int i = 0; i < k; ++i) sum += score[order[i]];
-        const float denominator = routing.normalize ? sum + 1e-20f : 1.0f;
-        for (int i = 0; i < k; ++i) {
+        for (int i = threadIdx.x; i < k; i += kWarpSize) sum += score[order[i]];
+        const float denominator = routing.normalize ? warp_sum(sum) + 1e-20f : 1.0f;
+        for (int i = threadIdx.x; i < k; i += kWarpSize) {
             chosen[i] = order[i];
             weights[i] = score[order[i]] / denominator * routing.scale;
         }
@@ -130,10 +193,11 @@ __device__ void route_softmax_token(const float* logits, int experts, int top_k,
     for (int e = threadIdx.x; e < experts; e += blockDim.x) p[e] /= sum;
     __syncthreads();
     block_top_indices(p, experts, top_k, taken, order);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < kWarpSize) {
         float chosen_sum = 0.0f;
-        for (int i = 0; i < top_k; ++i) chosen_sum += p[order[i]];
-        for (int i = 0; i < top_k; ++i) {
+        for (int i = threadIdx.x; i < top_k; i += kWarpSize) chosen_sum += p[order[i]];
+        chosen_sum = warp_sum(chosen_sum);
+        for (int i = threadIdx.x; i < top_k; i += kWarpSize) {
             chosen[i] = order[i];
             weights[i] = normalize ? p[order[i]] / chosen_sum : p[order[i]];
         }
@@ -157,12 +221,13 @@ struct SharedInput {
 };
 
 constexpr int kGateRowsPerBlock = kThreads / kWarpSize;
+constexpr int kGateQuadsPerThread = static_cast<int>(kMaxGateHidden / 4 / kThreads);
 
 // A decode token's gate of a mixture-of-experts layer in one launch: every block normalises x into
 // shared memory (block 0 also stores it for the experts), computes its warps' router rows (the
 // optional extra row after the experts' is the shared expert's gate) and the last block to finish
 // routes. Three dependent kernels of a few microseconds each become one.
-template <bool kSigmoid>
+template <bool kSigmoid, int kLoads>
 __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     extern __shared__ float4 normed[];
     __shared__ float reduce[32];
@@ -174,27 +239,44 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     const bool active = row < rows;
     const uint4* w = row < a.experts ? static_cast<const uint4*>(a.router) + row * chunks
                                      : static_cast<const uint4*>(a.gate_row);
-    RowDot<kWarpSize> dot;
-    dot.start(active ? w : static_cast<const uint4*>(a.router), active ? chunks : 0);  // needs nothing from before
+    // The whole row in flight at once where kLoads allows, and the norm's weights: neither needs
+    // anything from before.
+    RowDot<kWarpSize, kLoads> dot;
+    dot.start(active ? w : static_cast<const uint4*>(a.router), active ? chunks : 0);
+    const auto* g4 = reinterpret_cast<const float4*>(a.norm_weight);
+    const int quads = static_cast<int>(a.hidden / 4);
+    float4 g[kGateQuadsPerThread], v[kGateQuadsPerThread];
+#pragma unroll
+    for (int j = 0; j < kGateQuadsPerThread; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < quads) g[j] = g4[i];
+    }
     // The experts' launch may start now: its shared expert's blocks stream their weights while the
     // routing is found, and the rest wait for it.
     allow_next_kernel();
     wait_for_inputs();
 
+    // x read once into registers, normalised from there.
     const auto* x4 = reinterpret_cast<const float4*>(a.x);
-    const auto* g4 = reinterpret_cast<const float4*>(a.norm_weight);
-    const int quads = static_cast<int>(a.hidden / 4);
     float squares = 0.0f;
-    for (int i = threadIdx.x; i < quads; i += kThreads) {
-        const float4 v = x4[i];
-        squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+#pragma unroll
+    for (int j = 0; j < kGateQuadsPerThread; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < quads) {
+            v[j] = x4[i];
+            squares += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+        }
     }
     const float inv = rsqrtf(block_sum(squares, reduce) / float(a.hidden) + a.eps);
-    for (int i = threadIdx.x; i < quads; i += kThreads) {
-        const float4 v = x4[i], g = g4[i];
-        const float4 n = make_float4(g.x * (v.x * inv), g.y * (v.y * inv), g.z * (v.z * inv), g.w * (v.w * inv));
-        normed[i] = n;
-        if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[i] = n;
+#pragma unroll
+    for (int j = 0; j < kGateQuadsPerThread; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < quads) {
+            const float4 n = make_float4(g[j].x * (v[j].x * inv), g[j].y * (v[j].y * inv), g[j].z * (v[j].z * inv),
+                                         g[j].w * (v[j].w * inv));
+            normed[i] = n;
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[i] = n;
+        }
     }
     __syncthreads();
     const float logit = dot.finish(SharedInput{normed});
@@ -260,8 +342,12 @@ void moe_gate(const MoeGateArgs& a, cudaStream_t stream) {
     const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
     const auto blocks = static_cast<unsigned>((rows + kGateRowsPerBlock - 1) / kGateRowsPerBlock);
     const size_t shared_bytes = static_cast<size_t>(a.hidden) * sizeof(float);
-    launch_early(a.sigmoid ? moe_gate_kernel<true> : moe_gate_kernel<false>, dim3(blocks), dim3(kThreads),
-                 shared_bytes, stream, "moe_gate_kernel", a);
+    // Loads a lane enough for a whole router row (Nemotron-H's 336 groups, Qwen3.5's 256) in one round.
+    const int64_t loads = (a.hidden / 8 + kWarpSize - 1) / kWarpSize;
+    void (*kernel)(MoeGateArgs) = loads <= 4 ? (a.sigmoid ? moe_gate_kernel<true, 4> : moe_gate_kernel<false, 4>)
+                                   : loads <= 8 ? (a.sigmoid ? moe_gate_kernel<true, 8> : moe_gate_kernel<false, 8>)
+                                                : (a.sigmoid ? moe_gate_kernel<true, 12> : moe_gate_kernel<false, 12>);
+    launch_early(kernel, dim3(blocks), dim3(kThreads), shared_bytes, stream, "moe_gate_kernel", a);
 }
 
 }  // namespace duet::cuda
