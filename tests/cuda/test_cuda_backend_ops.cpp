@@ -52,6 +52,30 @@ struct ExpertChoice {
     int64_t distinct_router_rows = 0;  // when set, the router's rows repeat with this period: tied scores
 };
 
+// The delta rule's arguments for n tokens of kh key and vh value heads (of dk and dv values): q, k, v
+// rows at qkv, `stride` apart; a and b [n, vh]; the per-head constants from the host.
+GatedDeltaArgs delta_rule_args(int64_t n, int64_t kh, int64_t vh, int64_t dk, int64_t dv, const float* qkv,
+                               int64_t stride, const float* a, const float* b, float* state, float* out,
+                               const std::vector<float>& neg_exp_a_log, const std::vector<float>& dt_bias) {
+    GatedDeltaArgs g;
+    g.n = n;
+    g.k_heads = kh;
+    g.v_heads = vh;
+    g.k_dim = dk;
+    g.v_dim = dv;
+    g.qkv = qkv;
+    g.qkv_stride = stride;
+    g.a = a;
+    g.a_stride = vh;
+    g.b = b;
+    g.b_stride = vh;
+    g.neg_exp_a_log = neg_exp_a_log.data();
+    g.dt_bias = dt_bias.data();
+    g.state = state;
+    g.out = out;
+    return g;
+}
+
 // Runs the same op on both backends: inputs are copied into each backend's memory, `op` is called
 // with the backend and its copies, and the copies are read back for comparison.
 class CudaBackendOps : public cuda::testing::DeviceTest {
@@ -656,22 +680,8 @@ TEST_F(CudaBackendOps, GatedDeltaRuleOneTokenAndManyAgainstTheChunkedForm) {
                      random_values(rng_, vh * dk * dv, -0.1f, 0.1f), std::vector<float>(n * vh * dv)},
                     {3, 4},
                     [&](Backend& b, std::vector<float*> p) {
-                        GatedDeltaArgs g;
-                        g.n = n;
-                        g.k_heads = kh;
-                        g.v_heads = vh;
-                        g.k_dim = dk;
-                        g.v_dim = dv;
-                        g.qkv = p[0];
-                        g.qkv_stride = width;
-                        g.a = p[1];
-                        g.a_stride = vh;
-                        g.b = p[2];
-                        g.b_stride = vh;
-                        g.neg_exp_a_log = neg.data();
-                        g.dt_bias = dt_bias.data();
-                        g.state = p[3];
-                        g.out = p[4];
+                        GatedDeltaArgs g =
+                            delta_rule_args(n, kh, vh, dk, dv, p[0], width, p[1], p[2], p[3], p[4], neg, dt_bias);
                         g.chunk = n > 1 ? 64 : 0;
                         b.gated_delta_rule(g);
                     },
@@ -707,22 +717,8 @@ TEST_F(CudaBackendOps, DeltaConvolutionRuleAndGatedNormAsOneOp) {
                         m.conv.taps = taps.data();
                         m.conv.ring = p[1];
                         m.conv.out = p[2];
-                        GatedDeltaArgs& g = m.rule;
-                        g.n = sh.n;
-                        g.k_heads = sh.kh;
-                        g.v_heads = sh.vh;
-                        g.k_dim = sh.dk;
-                        g.v_dim = sh.dv;
-                        g.qkv = p[2];
-                        g.qkv_stride = channels;
-                        g.a = p[3];
-                        g.a_stride = sh.vh;
-                        g.b = p[4];
-                        g.b_stride = sh.vh;
-                        g.neg_exp_a_log = neg.data();
-                        g.dt_bias = dt_bias.data();
-                        g.state = p[5];
-                        g.out = p[6];
+                        m.rule = delta_rule_args(sh.n, sh.kh, sh.vh, sh.dk, sh.dv, p[2], channels, p[3], p[4], p[5],
+                                                 p[6], neg, dt_bias);
                         m.z = p[7];
                         m.z_stride = v_width;
                         m.norm_weight = norm.data();
@@ -743,22 +739,8 @@ TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
                          random_values(rng_, vh * dk * dv, -0.1f, 0.1f), std::vector<float>(n * vh * dv)},
                         {3, 4},
                         [&](Backend& b, std::vector<float*> p) {
-                            GatedDeltaArgs g;
-                            g.n = n;
-                            g.k_heads = kh;
-                            g.v_heads = vh;
-                            g.k_dim = dk;
-                            g.v_dim = dv;
-                            g.qkv = p[0];
-                            g.qkv_stride = width;
-                            g.a = p[1];
-                            g.a_stride = vh;
-                            g.b = p[2];
-                            g.b_stride = vh;
-                            g.neg_exp_a_log = neg.data();
-                            g.dt_bias = dt_bias.data();
-                            g.state = p[3];
-                            g.out = p[4];
+                            GatedDeltaArgs g =
+                            delta_rule_args(n, kh, vh, dk, dv, p[0], width, p[1], p[2], p[3], p[4], neg, dt_bias);
                             g.chunk = n > 64 ? 64 : 0;
                             b.gated_delta_rule(g);
                         },

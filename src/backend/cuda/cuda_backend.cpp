@@ -402,11 +402,7 @@ public:
     }
     void ssm_scan(const SsmScanArgs& args) override {
         Timed timed(*this, "ssm_scan");
-        SsmScanArgs a = args;
-        a.dt_bias = device_vector(args.dt_bias, args.heads);
-        a.a = device_vector(args.a, args.heads);
-        a.d = device_vector(args.d, args.heads);
-        cuda::ssm_scan(a, stream_);
+        cuda::ssm_scan(device_scan_weights(args), stream_);
     }
     void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
                              int64_t groups, float eps) override {
@@ -419,13 +415,10 @@ public:
             return;
         }
         Timed timed(*this, "mamba_conv_scan_norm");
-        const SsmScanArgs& scan = args.scan;
         MambaMiddleArgs a = args;
         a.conv = device_conv_weights(args.conv);
-        a.scan.dt_bias = device_vector(scan.dt_bias, scan.heads);
-        a.scan.a = device_vector(scan.a, scan.heads);
-        a.scan.d = device_vector(scan.d, scan.heads);
-        a.norm_weight = device_vector(args.norm_weight, scan.heads * scan.head_dim);
+        a.scan = device_scan_weights(args.scan);
+        a.norm_weight = device_vector(args.norm_weight, args.scan.heads * args.scan.head_dim);
         cuda::mamba_step(a, stream_);
     }
     void delta_conv_rule_norm(const DeltaMiddleArgs& args) override {
@@ -434,12 +427,10 @@ public:
             return;
         }
         Timed timed(*this, "delta_conv_rule_norm");
-        const GatedDeltaArgs& rule = args.rule;
         DeltaMiddleArgs a = args;
         a.conv = device_conv_weights(args.conv);
-        a.rule.neg_exp_a_log = device_vector(rule.neg_exp_a_log, rule.v_heads);
-        a.rule.dt_bias = device_vector(rule.dt_bias, rule.v_heads);
-        a.norm_weight = device_vector(args.norm_weight, rule.v_dim);
+        a.rule = device_rule_weights(args.rule);
+        a.norm_weight = device_vector(args.norm_weight, args.rule.v_dim);
         cuda::delta_step(a, stream_);
     }
     void attention(const AttentionArgs& args) override {
@@ -450,10 +441,7 @@ public:
     }
     void gated_delta_rule(const GatedDeltaArgs& args) override {
         Timed timed(*this, "gated_delta_rule");
-        GatedDeltaArgs a = args;
-        a.neg_exp_a_log = device_vector(args.neg_exp_a_log, args.v_heads);
-        a.dt_bias = device_vector(args.dt_bias, args.v_heads);
-        cuda::gated_delta_rule(a, stream_);
+        cuda::gated_delta_rule(device_rule_weights(args), stream_);
     }
     void head_rmsnorm_rope(const HeadNormRopeArgs& args) override {
         Timed timed(*this, "head_rmsnorm_rope");
@@ -613,6 +601,20 @@ private:
     }
     const float* device_vector(const float* host, int64_t count) {
         return static_cast<const float*>(device_weight(host, static_cast<size_t>(count) * sizeof(float)));
+    }
+    // The scan's and the delta rule's arguments with their per-head constants in device memory.
+    SsmScanArgs device_scan_weights(const SsmScanArgs& scan) {
+        SsmScanArgs a = scan;
+        a.dt_bias = device_vector(scan.dt_bias, scan.heads);
+        a.a = device_vector(scan.a, scan.heads);
+        a.d = device_vector(scan.d, scan.heads);
+        return a;
+    }
+    GatedDeltaArgs device_rule_weights(const GatedDeltaArgs& rule) {
+        GatedDeltaArgs a = rule;
+        a.neg_exp_a_log = device_vector(rule.neg_exp_a_log, rule.v_heads);
+        a.dt_bias = device_vector(rule.dt_bias, rule.v_heads);
+        return a;
     }
     // The convolution's arguments with its taps and bias in device memory.
     CausalConvArgs device_conv_weights(const CausalConvArgs& conv) {
