@@ -52,6 +52,35 @@ struct ExpertChoice {
     int64_t distinct_router_rows = 0;  // when set, the router's rows repeat with this period: tied scores
 };
 
+// The selective scan's arguments for n tokens of `heads` heads of hd in `groups` groups of ns states:
+// x (then B and C) rows `x_stride` apart, dt rows `dt_stride` apart; the per-head constants from
+// the host and Nemotron-H's dt clamp.
+struct ScanHeads {
+    int64_t heads, hd, groups, ns;
+};
+SsmScanArgs scan_args(int64_t n, const ScanHeads& h, const float* x, int64_t x_stride, const float* dt,
+                      int64_t dt_stride, float* state, float* y, const std::vector<float>& dt_bias,
+                      const std::vector<float>& a, const std::vector<float>& d) {
+    SsmScanArgs s;
+    s.n = n;
+    s.heads = h.heads;
+    s.head_dim = h.hd;
+    s.groups = h.groups;
+    s.state_size = h.ns;
+    s.x = x;
+    s.x_stride = x_stride;
+    s.dt = dt;
+    s.dt_stride = dt_stride;
+    s.dt_bias = dt_bias.data();
+    s.a = a.data();
+    s.d = d.data();
+    s.dt_min = 0.001f;
+    s.dt_max = 0.5f;
+    s.state = state;
+    s.y = y;
+    return s;
+}
+
 // The delta rule's arguments for n tokens of kh key and vh value heads (of dk and dv values): q, k, v
 // rows at qkv, `stride` apart; a and b [n, vh]; the per-head constants from the host.
 GatedDeltaArgs delta_rule_args(int64_t n, int64_t kh, int64_t vh, int64_t dk, int64_t dv, const float* qkv,
@@ -409,23 +438,8 @@ TEST_F(CudaBackendOps, SelectiveScanOneTokenAndManyWithHistory) {
                          std::vector<float>(n * heads * hd * ns)},
                         {2, 3, 4},
                         [&](Backend& b, std::vector<float*> p) {
-                            SsmScanArgs s;
-                            s.n = n;
-                            s.heads = heads;
-                            s.head_dim = hd;
-                            s.groups = groups;
-                            s.state_size = ns;
-                            s.x = p[0];
-                            s.x_stride = width;
-                            s.dt = p[1];
-                            s.dt_stride = heads;
-                            s.dt_bias = dt_bias.data();
-                            s.a = a.data();
-                            s.d = d.data();
-                            s.dt_min = 0.001f;
-                            s.dt_max = 0.5f;
-                            s.state = p[2];
-                            s.y = p[3];
+                            SsmScanArgs s = scan_args(n, {heads, hd, groups, ns}, p[0], width, p[1], heads, p[2],
+                                                      p[3], dt_bias, a, d);
                             s.state_history = p[4];
                             b.ssm_scan(s);
                         },
@@ -453,23 +467,8 @@ TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
                  std::vector<float>(n * heads * hd), std::vector<float>(n * heads * hd * ns)},
                 {2, 3, 4},
                 [&](Backend& b, std::vector<float*> p) {
-                    SsmScanArgs s;
-                    s.n = n;
-                    s.heads = heads;
-                    s.head_dim = hd;
-                    s.groups = groups;
-                    s.state_size = ns;
-                    s.x = p[0];
-                    s.x_stride = width;
-                    s.dt = p[1];
-                    s.dt_stride = heads;
-                    s.dt_bias = dt_bias.data();
-                    s.a = a.data();
-                    s.d = d.data();
-                    s.dt_min = 0.001f;
-                    s.dt_max = 0.5f;
-                    s.state = p[2];
-                    s.y = p[3];
+                    SsmScanArgs s =
+                        scan_args(n, {heads, hd, groups, ns}, p[0], width, p[1], heads, p[2], p[3], dt_bias, a, d);
                     s.state_history = p[4];
                     b.ssm_scan(s);
                 },
@@ -506,23 +505,9 @@ TEST_F(CudaBackendOps, MambaConvolutionScanAndGatedNormAsOneOp) {
                         m.conv.bias = sh.bias ? bias.data() : nullptr;
                         m.conv.ring = p[1];
                         m.conv.out = p[2];
-                        SsmScanArgs& s = m.scan;
-                        s.n = sh.n;
-                        s.heads = sh.heads;
-                        s.head_dim = sh.hd;
-                        s.groups = sh.groups;
-                        s.state_size = sh.ns;
-                        s.x = p[2];
-                        s.x_stride = channels;
-                        s.dt = p[0] + inner + channels;
-                        s.dt_stride = rows;
-                        s.dt_bias = dt_bias.data();
-                        s.a = a.data();
-                        s.d = d.data();
-                        s.dt_min = 0.001f;
-                        s.dt_max = 0.5f;
-                        s.state = p[3];
-                        s.y = p[4];
+                        const float* dt = p[0] + inner + channels;
+                        m.scan = scan_args(sh.n, {sh.heads, sh.hd, sh.groups, sh.ns}, p[2], channels, dt, rows, p[3],
+                                           p[4], dt_bias, a, d);
                         m.z = p[0];
                         m.z_stride = rows;
                         m.norm_weight = norm.data();
