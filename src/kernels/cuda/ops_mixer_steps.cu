@@ -29,10 +29,12 @@ constexpr int kChannelsPerThread = 2;  // channels a block convolves: at most 2 
 
 // One channel of the convolution for the token at conv.x: its taps, bias and ring (the kernel - 1
 // previous inputs) are loaded by load(), which needs nothing from earlier kernels, and the token's
-// input by finish() after the wait. With `advance` finish() moves the ring on by the token.
+// input by finish() after the wait. advance() then moves the ring on by the token: at once where
+// the block alone convolves the channel, after a cluster barrier (by one block) where others read
+// the same ring.
 struct ConvChannel {
-    int64_t c = -1;  // -1: no channel
-    float taps[kMaxKernel], window[kMaxKernel], bias = 0.0f;
+    int64_t c = 0;
+    float taps[kMaxKernel], window[kMaxKernel], bias = 0.0f, input = 0.0f;
 
     __device__ void load(const CausalConvArgs& conv, int64_t channel) {
         c = channel;
@@ -44,30 +46,24 @@ struct ConvChannel {
         }
         if (conv.bias != nullptr) bias = conv.bias[c];
     }
-    __device__ float finish(const CausalConvArgs& conv, bool advance) {
+    __device__ float finish(const CausalConvArgs& conv) {
         const int kernel = static_cast<int>(conv.kernel), history = kernel - 1;
-        const float input = conv.x[c];
+        input = conv.x[c];
         float acc = bias;
 #pragma unroll
         for (int j = 0; j < kMaxKernel; ++j) {
             if (j < kernel) acc += taps[j] * (j < history ? window[j] : input);
         }
-        if (advance) {
-#pragma unroll
-            for (int j = 0; j < kMaxKernel; ++j) {
-                if (j < history) conv.ring[j * conv.channels + c] = j + 1 < history ? window[j + 1] : input;
-            }
-        }
         return silu(acc);
     }
+    __device__ void advance(const CausalConvArgs& conv) const {
+        const int history = static_cast<int>(conv.kernel) - 1;
+#pragma unroll
+        for (int j = 0; j < kMaxKernel; ++j) {
+            if (j < history) conv.ring[j * conv.channels + c] = j + 1 < history ? window[j + 1] : input;
+        }
+    }
 };
-
-// Channel c's ring moved on by the token, once every block that convolves c has read it.
-__device__ void advance_ring(const CausalConvArgs& conv, int64_t c) {
-    const int history = static_cast<int>(conv.kernel) - 1;
-    for (int j = 0; j + 1 < history; ++j) conv.ring[j * conv.channels + c] = conv.ring[(j + 1) * conv.channels + c];
-    if (history > 0) conv.ring[(history - 1) * conv.channels + c] = conv.x[c];
-}
 
 // Σ of `value` over the blocks [first, first + count) of the cluster, each of which has stored its
 // own in `mine` (shared memory) before the cluster barrier this follows.
@@ -126,9 +122,10 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
     for (int u = 0; u < kChannelsPerThread; ++u) {
         const int64_t i = threadIdx.x + u * kStepThreads;
         if (i >= hd + 2 * ns) continue;
-        const float out = channels[u].finish(m.conv, i < hd);
+        const float out = channels[u].finish(m.conv);
         if (i < hd) {
             x_conv[i] = out;
+            channels[u].advance(m.conv);
         } else if (i < hd + ns) {
             b_conv[i - hd] = out;
         } else {
@@ -137,8 +134,10 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
     }
     cluster.sync();  // every block of the group has read the B and C rings
     if (cluster.block_rank() == 0) {
-        for (int64_t i = threadIdx.x; i < 2 * ns; i += blockDim.x) {
-            advance_ring(m.conv, i < ns ? b_first + i : c_first + (i - ns));
+#pragma unroll
+        for (int u = 0; u < kChannelsPerThread; ++u) {
+            const int64_t i = threadIdx.x + u * kStepThreads;
+            if (i >= hd && i < hd + 2 * ns) channels[u].advance(m.conv);
         }
     }
 
@@ -225,20 +224,23 @@ __global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArg
     for (int u = 0; u < kChannelsPerThread; ++u) {
         const int64_t i = tid + u * kStepThreads;
         if (i >= block_channels) continue;
-        const float out = channels[u].finish(m.conv, i >= 2 * dk);
+        const float out = channels[u].finish(m.conv);
         if (i < dk) {
             q_conv[i] = out;
         } else if (i < 2 * dk) {
             k_conv[i - dk] = out;
         } else {
             v_conv[i - 2 * dk] = out;
+            channels[u].advance(m.conv);
         }
     }
     for (int64_t i = dk + tid; i < kMaxDeltaKeyDim; i += blockDim.x) q_conv[i] = k_conv[i] = 0.0f;  // rows past k_dim
     cluster.sync();  // every block of the key head has read the q and k rings
     if (cluster.block_rank() == 0) {
-        for (int64_t i = tid; i < 2 * dk; i += blockDim.x) {
-            advance_ring(m.conv, i < dk ? q_first + i : k_first + (i - dk));
+#pragma unroll
+        for (int u = 0; u < kChannelsPerThread; ++u) {
+            const int64_t i = tid + u * kStepThreads;
+            if (i < 2 * dk) channels[u].advance(m.conv);
         }
     }
 
