@@ -744,14 +744,16 @@ TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     expect_experts_agree(2, 1024, 1024, 2048, 1e-5);  // rows of a whole warp in both launches
 }
 
-// The models' expert counts (128 top-6 in one group, 256 top-8), the router's rows repeating so that
-// many scores tie and the lower index must win, on the one-launch gate (one token) and the routing
-// kernels of several tokens.
+// The models' expert counts (128 top-6 in one group, 256 top-8) and more, the router's rows
+// repeating so that many scores tie and the lower index must win, on the one-launch gate (one token)
+// and the routing kernels of several tokens.
 TEST_F(CudaBackendOps, MixturesOfManyExpertsWithTiedScores) {
     for (int64_t n : {1, 3, 40}) {
         expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{128, 6, 1, 1, 40});
         expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{256, 8, 1, 1, 24});
         expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{256, 8, 8, 4, 0});
+        // More experts than a block has threads: the routing ranks every entry against every other.
+        expect_experts_agree(n, 64, 16, 32, n > 32 ? 1e-4 : 1e-5, ExpertChoice{300, 8, 1, 1, 37});
     }
 }
 

@@ -29,6 +29,9 @@ __device__ __forceinline__ void keep_better(float& value, int& index, float othe
 // The key an entry is ranked by: its value, NaN as the worst (so the ranks stay a permutation).
 __device__ __forceinline__ float rank_key(float value) { return isnan(value) ? -INFINITY : value; }
 
+// Whether (u, j) ranks before (v, e): the larger key, on ties the lower index (keep_better's order).
+__device__ __forceinline__ bool ranks_before(float u, int j, float v, int e) { return u > v || (u == v && j < e); }
+
 // block_top_indices for any count and k: each thread ranks its own entries against all the others
 // (rank: how many are better, that is larger or equal with a lower index, keep_better's order) and
 // the entry of rank r < k is order[r].
@@ -39,8 +42,7 @@ __device__ void block_top_indices_by_ranks(const float* values, int count, int k
         int rank = 0;
 #pragma unroll 8
         for (int j = 0; j < count; ++j) {
-            const float u = rank_key(values[j]);
-            rank += (u > v || (u == v && j < e)) ? 1 : 0;
+            rank += ranks_before(rank_key(values[j]), j, v, e) ? 1 : 0;
         }
         if (rank < k) {
             order[rank] = e;
@@ -49,9 +51,6 @@ __device__ void block_top_indices_by_ranks(const float* values, int count, int k
     }
     __syncthreads();
 }
-
-// Whether (u, j) ranks before (v, e): the larger key, on ties the lower index (keep_better's order).
-__device__ __forceinline__ bool ranks_before(float u, int j, float v, int e) { return u > v || (u == v && j < e); }
 
 // The k best of values[0..count) (k at most count), best first, into order[0..k), marked in `taken`;
 // every thread of a block of kThreads calls it, `values` ready before, `order` and `taken` for every
