@@ -1,9 +1,9 @@
 // Backend::mark on the GPU: with DUET_CUDA_MARKS=1 each layer's mark inside a decode step (with
 // DUET_CUDA_MARKS=ops each op's too) becomes a one-thread kernel that stores the device clock once
 // the ops before it have finished, so the spans between marks are measured inside the recorded step
-// as it replays, early launches and all. Each mark adds
-// a kernel boundary (about 1-2 µs), so the spans are a little longer than without marks. When the
-// backend goes away, the spans of the last step run are printed, summed by label.
+// as it replays, early launches and all. Each mark adds a kernel boundary (about 1-2 µs), so the
+// spans are a little longer than without marks. When the backend goes away, the spans of the last
+// step run are printed, summed by label.
 #pragma once
 
 #include <cuda_runtime_api.h>
