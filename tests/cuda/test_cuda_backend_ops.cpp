@@ -737,9 +737,12 @@ TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
 // Few tokens run every chosen expert and the shared expert in two launches (the layer added to the
 // stream in the second); more than 32 run grouped by expert on tensor cores. Narrow and model-like
 // widths take rows of 8, 16 and 32 lanes; the shared expert is wider than the routed ones, as in
-// Nemotron-H.
+// Nemotron-H. The grouped launches meet experts of several row tiles (200 tokens), outputs that end
+// inside a block's 128 and columns inside a stage's 64 (136), and rows of odd lengths (52, 20).
 TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     for (int64_t n : {1, 5, 200}) expect_experts_agree(n, 48, 24, 40, n > 32 ? 1e-4 : 1e-5);
+    expect_experts_agree(100, 256, 136, 96, 1e-4);
+    expect_experts_agree(70, 52, 20, 24, 1e-4);
     for (int64_t n : {1, 3}) expect_experts_agree(n, 512, 256, 512, 1e-5);
     expect_experts_agree(2, 1024, 1024, 2048, 1e-5);  // rows of a whole warp in both launches
 }

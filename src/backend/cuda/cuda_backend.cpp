@@ -628,8 +628,8 @@ private:
     static bool grouped(int64_t n, const MatrixView& expert) { return n > kGemvTokens && expert.dtype == DType::BF16; }
 
     // The routed experts of n tokens grouped by expert (see tensor_core_products.h): `first` (relu²)
-    // or `first` and `second` (silu(first)·second) then `down`, each expert's rows in one product
-    // pair. Writes the grouped results [n·k, hidden] and returns the device map slot → result row.
+    // or `first` and `second` (silu(first)·second) then `down`, every expert's rows in one launch per
+    // matrix. Writes the grouped results [n·k, hidden] and returns the device map slot → result row.
     const int32_t* grouped_experts(const float* x, int64_t n, int64_t k, int64_t experts, const int32_t* chosen,
                                    const std::vector<MatrixView>& first, const std::vector<MatrixView>* second,
                                    const std::vector<MatrixView>& down, float* result) {
@@ -646,31 +646,33 @@ private:
         cuda::split_rows_bf16(x, hidden, maps + slots, slots, x_hi, x_lo, stream_);
         float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
         float* mid2 = second != nullptr ? scratch(expert_up_, static_cast<size_t>(slots * inter)) : nullptr;
-        auto for_each_expert = [&](auto&& run) {
-            for (int64_t e = 0; e < experts; ++e) {
-                const int64_t begin = groups.offset[e], count = groups.offset[e + 1] - begin;
-                if (count > 0) run(e, begin, count);
-            }
+        const std::vector<cuda::ExpertRowTile> tiles = expert_row_tiles(groups);
+        static_assert(sizeof(cuda::ExpertRowTile) == 3 * sizeof(int32_t));
+        auto* device_tiles = reinterpret_cast<cuda::ExpertRowTile*>(int_scratch(group_tiles_, 3 * tiles.size()));
+        upload_ints(reinterpret_cast<int32_t*>(device_tiles), reinterpret_cast<const int32_t*>(tiles.data()),
+                    3 * tiles.size());
+        const auto tile_count = static_cast<int64_t>(tiles.size());
+        // Every expert's rows, in one launch per matrix kind.
+        auto products = [&](const std::vector<MatrixView>& matrices, const uint16_t* hi, const uint16_t* lo,
+                            float* out) {
+            const void* const* table = expert_table(matrices);
+            const MatrixView& m = matrices[0];
+            const bool vectors = m.cols % 8 == 0 && cuda::aligned_16(hi) && cuda::aligned_16(lo) &&
+                                 std::all_of(matrices.begin(), matrices.end(), [&](const MatrixView& e) {
+                                     return cuda::aligned_16(device_weight(e.data, matrix_bytes(e)));
+                                 });
+            cuda::grouped_split_products(table, m.rows, m.cols, vectors, device_tiles, tile_count, hi, lo, out,
+                                         stream_);
         };
-        for_each_expert([&](int64_t e, int64_t begin, int64_t count) {
-            split_bf16_gemm(cublas_, device_weight(first[e].data, matrix_bytes(first[e])), inter, hidden,
-                            x_hi + begin * hidden, x_lo + begin * hidden, count, mid + begin * inter, inter);
-            if (second != nullptr) {
-                const MatrixView& m = (*second)[e];
-                split_bf16_gemm(cublas_, device_weight(m.data, matrix_bytes(m)), inter, hidden, x_hi + begin * hidden,
-                                x_lo + begin * hidden, count, mid2 + begin * inter, inter);
-            }
-        });
+        products(first, x_hi, x_lo, mid);
+        if (second != nullptr) products(*second, x_hi, x_lo, mid2);
         // The activations, split again for the down products (the input halves are no longer needed).
         if (second != nullptr) {
             cuda::silu_mul_split_bf16(mid, mid2, slots * inter, x_hi, x_lo, stream_);
         } else {
             cuda::relu2_split_bf16(mid, slots * inter, x_hi, x_lo, stream_);
         }
-        for_each_expert([&](int64_t e, int64_t begin, int64_t count) {
-            split_bf16_gemm(cublas_, device_weight(down[e].data, matrix_bytes(down[e])), hidden, inter,
-                            x_hi + begin * inter, x_lo + begin * inter, count, result + begin * hidden, hidden);
-        });
+        products(down, x_hi, x_lo, result);
         return maps;
     }
 
@@ -870,8 +872,8 @@ private:
     };
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
-        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_hi_,
-        group_lo_, fused_in_, fused_out_, gate_counter_;
+        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_tiles_,
+        group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_;
 };
 
 }  // namespace

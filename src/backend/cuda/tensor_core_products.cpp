@@ -1,5 +1,7 @@
 #include "backend/cuda/tensor_core_products.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace duet {
@@ -60,6 +62,17 @@ ExpertGroups group_by_expert(const std::vector<int32_t>& chosen, int64_t experts
         g.token_of_row[static_cast<size_t>(row)] = static_cast<int32_t>(static_cast<int64_t>(s) / k);
     }
     return g;
+}
+
+std::vector<cuda::ExpertRowTile> expert_row_tiles(const ExpertGroups& groups) {
+    std::vector<cuda::ExpertRowTile> tiles;
+    for (size_t e = 0; e + 1 < groups.offset.size(); ++e) {
+        for (int64_t row = groups.offset[e]; row < groups.offset[e + 1]; row += cuda::kExpertTileRows) {
+            const int64_t count = std::min<int64_t>(cuda::kExpertTileRows, groups.offset[e + 1] - row);
+            tiles.push_back({static_cast<int32_t>(e), static_cast<int32_t>(row), static_cast<int32_t>(count)});
+        }
+    }
+    return tiles;
 }
 
 }  // namespace duet

@@ -2,7 +2,8 @@
 // bf16 pair hi + lo (cuda::split_rows_bf16) and the bf16 weights are multiplied with both halves,
 // accumulating in f32: about 16 bits of the activation survive (vs 8 for plain bf16), close to the
 // f32 product the CPU computes, at tensor-core speed. Mixtures of experts are run grouped: the
-// tokens each expert was chosen for are gathered and multiplied in one product per expert.
+// tokens each expert was chosen for are gathered, and every expert's rows are multiplied in one
+// launch per matrix kind (cuda::grouped_split_products).
 #pragma once
 
 #include <cublas_v2.h>
@@ -10,6 +11,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "kernels/cuda/ops.h"
 
 namespace duet {
 
@@ -25,5 +28,8 @@ struct ExpertGroups {
     std::vector<int32_t> row_of_slot, token_of_row;
 };
 ExpertGroups group_by_expert(const std::vector<int32_t>& chosen, int64_t experts, int64_t k);
+
+// The groups cut into tiles of at most cuda::kExpertTileRows rows, an expert's tiles together.
+std::vector<cuda::ExpertRowTile> expert_row_tiles(const ExpertGroups& groups);
 
 }  // namespace duet

@@ -116,6 +116,20 @@ void relu2_split_bf16(const float* x, int64_t count, uint16_t* hi, uint16_t* lo,
 // silu(gate) · up, split.
 void silu_mul_split_bf16(const float* gate, const float* up, int64_t count, uint16_t* hi, uint16_t* lo,
                          cudaStream_t stream);
+// A run of at most kExpertTileRows rows of the split activations, all for one expert:
+// rows [first_row, first_row + count).
+struct ExpertRowTile {
+    int32_t expert = 0, first_row = 0, count = 0;
+};
+constexpr int kExpertTileRows = 32;
+// Every routed expert's product of a long prompt in one launch (grouped_products.cu):
+// out[r, :rows] = (hi[r] + lo[r]) · experts[e]ᵀ for each row r of each tile, e the tile's expert,
+// accumulated in f32 on tensor cores. experts: a device array of device pointers to bf16 [rows, cols];
+// hi, lo: bf16 [.., cols]; tiles: device, [tile_count]. `vectors`: cols is a multiple of 8 and every
+// matrix, hi and lo start on 16-byte boundaries (rows read in 16-byte loads).
+void grouped_split_products(const void* const* experts, int64_t rows, int64_t cols, bool vectors,
+                            const ExpertRowTile* tiles, int64_t tile_count, const uint16_t* hi, const uint16_t* lo,
+                            float* out, cudaStream_t stream);
 
 // --- sequence mixers -------------------------------------------------------------------------
 // taps, bias: device. Semantics of Backend::causal_conv1d_silu.
