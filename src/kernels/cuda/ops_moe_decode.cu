@@ -65,6 +65,9 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
         first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
         if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
     }
+    // The down launch may start now: its blocks look up the routing and request their first rows
+    // while this launch streams (see expert_down_kernel).
+    allow_next_kernel();
     const PlainInput input{reinterpret_cast<const float4*>(a.x + s.token * a.chunks * 8)};
     float value = first.finish(input);
     if (kSwiglu) {
@@ -73,7 +76,6 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
         value = fmaxf(value, 0.0f);
         value *= value;
     }
-    allow_next_kernel();
     if (active && threadIdx.x % kLanes == 0) s.out[row] = value;
 }
 
@@ -87,6 +89,12 @@ constexpr int kMaxDownSources = 65;
 // memory at the end), each reading a row in one round of kLoads loads a lane where it is short
 // enough, kBatch sources at a time: so the loads of all of a row's sources go out together, rather
 // than in rounds that each wait out the memory's latency.
+//
+// The first launch lets this one start as soon as its own blocks are under way, and the look-ups
+// and the first batch of rows go out before the wait: the routing was written by the gate, which
+// had finished (and its writes were visible) before the first launch's blocks passed their wait,
+// so before this launch began. It is read past L1 (ld.global.cg), which may still hold the last
+// layer's routing.
 template <int kLanes, int kLoads, int kBatch, int kSourceWarps>
 __global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(ExpertDownArgs a) {
     __shared__ const uint4* matrix[kMaxDownSources];
@@ -97,14 +105,13 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(Ex
     const int64_t row = int64_t(blockIdx.x) * (kWarpSize / kLanes) + lane / kLanes;
     const bool active = row < a.rows;
     const int sources = static_cast<int>(a.k) + (a.shared_index >= 0 ? 1 : 0);
-    wait_for_inputs();
     for (int j = threadIdx.x; j < sources; j += blockDim.x) {
         if (j < a.k) {
-            matrix[j] = static_cast<const uint4*>(a.down[a.expert_of[token * a.k + j]]);
-            weight[j] = a.weights[token * a.k + j];
+            matrix[j] = static_cast<const uint4*>(a.down[__ldcg(a.expert_of + token * a.k + j)]);
+            weight[j] = __ldcg(a.weights + token * a.k + j);
         } else {
             matrix[j] = static_cast<const uint4*>(a.down[a.shared_index]);
-            weight[j] = a.shared_gate_logit != nullptr ? sigmoid(a.shared_gate_logit[token]) : 1.0f;
+            weight[j] = a.shared_gate_logit != nullptr ? sigmoid(__ldcg(a.shared_gate_logit + token)) : 1.0f;
         }
     }
     __syncthreads();
@@ -126,6 +133,7 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(Ex
             dot[b].start(matrix[real ? j + b : j] + r * chunks_of(real ? j + b : j),
                          real && active ? chunks_of(j + b) : 0);
         }
+        if (j == first) wait_for_inputs();  // the expert outputs are the first launch's
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
             const bool real = j + b < end;
@@ -133,6 +141,7 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(Ex
             if (real) sum += weight[j + b] * value;
         }
     }
+    wait_for_inputs();  // (a warp without sources has not waited yet)
     if (kSourceWarps > 1) {
         warp_sums[warp][lane] = sum;
         __syncthreads();
