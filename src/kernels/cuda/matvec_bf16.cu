@@ -38,6 +38,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     RowDot<kLanes> dot;
     dot.start(w + (active ? row : 0) * chunks, active ? chunks : 0);
     wait_for_inputs();
+    allow_next_kernel();
     float sum;
     if (kNorm) {
         NormedInput input{x, norm_weight};
@@ -46,7 +47,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     } else {
         sum = dot.finish(PlainInput{x});
     }
-    allow_next_kernel();
     if (active && threadIdx.x % kLanes == 0) y[row] = kAdd ? y[row] + sum : sum;
 }
 
@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     RowDot<kLanes> dot;
     dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
     wait_for_inputs();
-    const float sum = dot.finish(PlainInput{x});
     allow_next_kernel();
+    const float sum = dot.finish(PlainInput{x});
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
 }
 
