@@ -209,6 +209,13 @@ struct FusedProduct {
     bool add = false;  // add the product to the output instead of writing it
 };
 
+// One of the two products Backend::matmul_normed_pair sums: w · rmsnorm(x) with the norm's weights.
+struct NormedProduct {
+    MatrixView w;
+    const float* x = nullptr;
+    const float* norm_weight = nullptr;
+};
+
 // One product of a group that shares its input (Backend::matmul_group): out = x · wᵀ.
 struct ProductOut {
     MatrixView w;
@@ -294,6 +301,14 @@ public:
     // it as one kernel; the result equals rmsnorm, matmul and add run one after another (up to rounding).
     virtual void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out,
                               const FusedProduct& fused) = 0;
+    // out (+ out when add) = a.w · rmsnorm(a.x) + b.w · rmsnorm(b.x), both norms with `eps`: a product
+    // of two normalised inputs side by side (Drama 3's eh_proj over [enorm(e) ; hnorm(h)]), a.w and
+    // b.w of the same rows. A backend may run it as one kernel; the result equals two fused products.
+    virtual void matmul_normed_pair(const NormedProduct& a, const NormedProduct& b, int64_t n, float eps, float* out,
+                                    bool add) {
+        matmul_fused(a.w, a.x, n, out, FusedProduct{a.norm_weight, eps, add});
+        matmul_fused(b.w, b.x, n, out, FusedProduct{b.norm_weight, eps, true});
+    }
     // Several products of the same x [n, cols] (a layer's projections of one normalised input), each
     // into its own output. A backend may run them as one kernel; the results equal matmul's.
     virtual void matmul_group(std::span<const ProductOut> products, const float* x, int64_t n) {

@@ -213,6 +213,31 @@ TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
     }
 }
 
+// Two normalised products summed into one output (Drama 3's eh_proj): one token in one kernel at
+// rows of 8, 16 and 32 lanes, more tokens as two fused products.
+TEST_F(CudaBackendOps, NormedPairOfProducts) {
+    for (int64_t cols : {264, 2048, 4096}) {
+        const int64_t rows = 70;
+        const std::vector<uint16_t> wa = random_bf16(rng_, rows * cols, 0.1f), wb = random_bf16(rng_, rows * cols, 0.1f);
+        const std::vector<float> na = random_values(rng_, cols, 0.5f, 1.5f), nb = random_values(rng_, cols, 0.5f, 1.5f);
+        for (int64_t n : {1, 3}) {
+            for (bool add : {false, true}) {
+                expect_same({random_values(rng_, n * cols, -2.0f, 2.0f), random_values(rng_, n * cols, -0.1f, 0.1f),
+                             random_values(rng_, n * rows)},
+                            {2},
+                            [&](Backend& b, std::vector<float*> p) {
+                                b.matmul_normed_pair(NormedProduct{MatrixView{DType::BF16, rows, cols, wa.data()},
+                                                                   p[0], na.data()},
+                                                     NormedProduct{MatrixView{DType::BF16, rows, cols, wb.data()},
+                                                                   p[1], nb.data()},
+                                                     n, 1e-6f, p[2], add);
+                            },
+                            1e-5, add ? "normed pair, add" : "normed pair");
+            }
+        }
+    }
+}
+
 // Ids and positions that live in backend memory travel as the bits of floats here.
 std::vector<float> as_float_bits(const std::vector<int32_t>& ints) {
     std::vector<float> bits(ints.size());

@@ -351,6 +351,31 @@ public:
         cuda::add(out, product, n * w.rows, stream_);
     }
 
+    void matmul_normed_pair(const NormedProduct& a, const NormedProduct& b, int64_t n, float eps, float* out,
+                            bool add) override {
+        Timed timed(*this, "matmul_normed_pair");
+        const bool one_launch = n == 1 && a.w.dtype == DType::BF16 && b.w.dtype == DType::BF16 &&
+                                a.w.rows == b.w.rows && a.w.cols == b.w.cols && a.norm_weight != nullptr &&
+                                b.norm_weight != nullptr;
+        if (one_launch) {
+            cuda::NormedPair pair;
+            const NormedProduct* products[2] = {&a, &b};
+            bool fusable = true;
+            for (int i = 0; i < 2; ++i) {
+                const NormedProduct& p = *products[i];
+                pair.w[i] = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w)));
+                pair.x[i] = p.x;
+                pair.norm_weight[i] = device_vector(p.norm_weight, p.w.cols);
+                fusable = fusable && cuda::matvec_bf16_fusable(pair.w[i], pair.x[i], pair.norm_weight[i], p.w.cols);
+            }
+            if (fusable) {
+                cuda::matvec_bf16_normed_pair(pair, eps, add, out, a.w.rows, a.w.cols, stream_);
+                return;
+            }
+        }
+        Backend::matmul_normed_pair(a, b, n, eps, out, add);
+    }
+
     void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
         Timed timed(*this, "embed");
         for (int64_t t = 0; t < n; ++t) {

@@ -65,6 +65,39 @@ void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, flo
                  "matvec_bf16_vec8_kernel", w, x, norm_weight, eps, y, rows, chunks);
 }
 
+// Two normalised products summed into one output row by row (matvec_bf16_normed_pair): a row's
+// lanes stream both matrices' rows at once, with half the loads each in flight.
+template <bool kAdd, int kLanes>
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
+    matvec_bf16_pair_kernel(NormedPair p, float eps, float* __restrict__ y, int64_t rows, int64_t chunks) {
+    const int64_t row = (int64_t(blockIdx.x) * kThreadsPerBlock + threadIdx.x) / kLanes;
+    const bool active = row < rows;
+    RowDot<kLanes, 2> dot[2];
+    for (int i = 0; i < 2; ++i) {
+        dot[i].start(reinterpret_cast<const uint4*>(p.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
+    }
+    wait_for_inputs();
+    allow_next_kernel();
+    float sum = 0.0f;
+    for (int i = 0; i < 2; ++i) {
+        NormedInput input{reinterpret_cast<const float4*>(p.x[i]), reinterpret_cast<const float4*>(p.norm_weight[i])};
+        const float dot_sum = dot[i].finish(input);
+        sum += dot_sum * rsqrtf(RowDot<kLanes, 2>::group_sum(input.squares) / float(chunks * 8) + eps);
+    }
+    if (active && threadIdx.x % kLanes == 0) y[row] = kAdd ? y[row] + sum : sum;
+}
+
+template <int kLanes>
+void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t chunks,
+                 cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
+    launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
+                 dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_pair_kernel",
+                 pair, eps, y, rows, chunks);
+}
+
 // The products of a group: the grid's blocks are the matrices' row blocks one after another
 // (first_block[i] is matrix i's first block), so one launch streams every matrix's rows.
 struct GroupLaunch {
@@ -153,6 +186,21 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
         require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
         matvec_bf16_scalar_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(w, x, y, rows, cols);
         DUET_CUDA_CHECK_LAUNCH("matvec_bf16_scalar_kernel");
+    }
+}
+
+void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t cols,
+                             cudaStream_t stream) {
+    for (int i = 0; i < 2; ++i) {
+        require(pair.norm_weight[i] != nullptr && matvec_bf16_fusable(pair.w[i], pair.x[i], pair.norm_weight[i], cols),
+                "matvec_bf16_normed_pair: product ", i, " cannot take the vector path");
+    }
+    if (rows == 0) return;
+    const int64_t chunks = cols / 8;
+    switch (row_lanes(chunks)) {
+        case 32: launch_pair<32>(pair, eps, add, y, rows, chunks, stream); break;
+        case 16: launch_pair<16>(pair, eps, add, y, rows, chunks, stream); break;
+        default: launch_pair<8>(pair, eps, add, y, rows, chunks, stream); break;
     }
 }
 

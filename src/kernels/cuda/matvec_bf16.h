@@ -27,6 +27,16 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
 // Whether matvec_bf16_fused can run on these pointers and width.
 bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_weight, int64_t cols);
 
+// y (+ y when add) = W_a · rmsnorm(x_a) + W_b · rmsnorm(x_b) in one launch, each norm with its own
+// weights (device, [cols]) and `eps`; both matrices [rows, cols]. Needs the vector path for both.
+struct NormedPair {
+    const uint16_t* w[2] = {};
+    const float* x[2] = {};
+    const float* norm_weight[2] = {};
+};
+void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t cols,
+                             cudaStream_t stream);
+
 // Several products of one input in one launch: y_i = W_i·x for each matrix of the group, all of
 // `cols` columns (a layer's projections of the same normalised input). Needs the vector path for
 // every matrix; at most kMatvecGroupMax of them.

@@ -145,8 +145,8 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::
     b.mark("tower input: embedding", Backend::MarkLevel::Op);
     // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products with their norms folded in.
     float* x = sc.x.data();
-    b.matmul_fused(w.eh_embedding, e, n, x, FusedProduct{w.enorm.data(), c.norm_eps, false});
-    b.matmul_fused(w.eh_hidden, hin, n, x, FusedProduct{w.hnorm.data(), c.norm_eps, true});
+    b.matmul_normed_pair(NormedProduct{w.eh_embedding, e, w.enorm.data()}, NormedProduct{w.eh_hidden, hin, w.hnorm.data()},
+                         n, c.norm_eps, x, false);
     b.mark("tower input");
 
     const NormedInput attention_in(b, x, n, dim, w.input_norm.data(), c.norm_eps, sc.normed.data());
