@@ -770,6 +770,7 @@ TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     expect_experts_agree(70, 52, 20, 24, 1e-4);
     for (int64_t n : {1, 3}) expect_experts_agree(n, 512, 256, 512, 1e-5);
     expect_experts_agree(2, 1024, 1024, 2048, 1e-5);  // rows of a whole warp in both launches
+    expect_experts_agree(1, 2688, 64, 128, 1e-5);      // Nemotron-H's hidden width: first rows in one round
 }
 
 // The models' expert counts (128 top-6 in one group, 256 top-8) and more, the router's rows
