@@ -6,6 +6,10 @@
 # Usage: scripts/gpu_prebuilt.sh BIN_DIR FIXTURES_DIR LOG_DIR [CMD...]: the commands run in order,
 # each with `duet` and `duet_cuda_tests` in build/ as on the building machine and $REPO naming the
 # checkout (where other binaries carried in BIN_DIR stay).
+# Beforehand, on the building machine (a checkout at /work/main): `cmake -S . -B build && cmake
+# --build build --target duet duet_cuda_tests`, copy both binaries into BIN_DIR, and fill .debs/ with
+# `apt-get download libsndfile1 libflac12 libvorbis0a libvorbisenc2 libopus0 libogg0 libmpg123-0
+# libmp3lame0 libsoxr0 libutf8proc2 libpcre2-8-0 libgomp1`; BIN_DIR, .debs and FIXTURES_DIR travel.
 set -uo pipefail
 bin=$(realpath "${1:?binary dir}")
 fixtures=$(realpath "${2:?fixtures dir}")
@@ -19,8 +23,10 @@ cp "$bin"/duet "$bin"/duet_cuda_tests /work/main/build/
 export REPO=$(pwd)  # for the commands: the carried checkout
 repo=$REPO
 cd /work/main
-ln -sfn "$repo/scripts" scripts
-ln -sfn "$repo/bench" bench
+if [ "$repo" != /work/main ]; then
+  ln -sfn "$repo/scripts" scripts
+  ln -sfn "$repo/bench" bench
+fi
 for cmd in "$@"; do
   echo "== $cmd" >> "$logs/commands.txt"
   bash -c "$cmd" >> "$logs/commands.txt" 2>&1
