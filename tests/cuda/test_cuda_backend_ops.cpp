@@ -195,19 +195,22 @@ TEST_F(CudaBackendOps, ProductGroupsOfOneInput) {
 }
 
 // One token runs norm, product and residual add as one kernel; more tokens run them one by one.
+// Rows of 33 groups take 8 lanes, rows of 256 a whole warp.
 TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
-    const int64_t rows = 70, cols = 264;
-    const std::vector<uint16_t> w16 = random_bf16(rng_, rows * cols, 0.1f);
-    const MatrixView w{DType::BF16, rows, cols, w16.data()};
-    const std::vector<float> norm = random_values(rng_, cols, 0.5f, 1.5f);
-    for (int64_t n : {1, 3}) {
-        for (bool with_norm : {false, true}) {
-            for (bool add : {false, true}) {
-                const FusedProduct fused{with_norm ? norm.data() : nullptr, 1e-5f, add};
-                expect_same({random_values(rng_, n * cols, -2.0f, 2.0f), random_values(rng_, n * rows)}, {1},
-                            [&](Backend& b, std::vector<float*> p) { b.matmul_fused(w, p[0], n, p[1], fused); },
-                            1e-5, with_norm ? (add ? "norm, product, add" : "norm, product")
-                                            : (add ? "product, add" : "product"));
+    for (int64_t cols : {264, 2048}) {
+        const int64_t rows = 70;
+        const std::vector<uint16_t> w16 = random_bf16(rng_, rows * cols, 0.1f);
+        const MatrixView w{DType::BF16, rows, cols, w16.data()};
+        const std::vector<float> norm = random_values(rng_, cols, 0.5f, 1.5f);
+        for (int64_t n : {1, 3}) {
+            for (bool with_norm : {false, true}) {
+                for (bool add : {false, true}) {
+                    const FusedProduct fused{with_norm ? norm.data() : nullptr, 1e-5f, add};
+                    expect_same({random_values(rng_, n * cols, -2.0f, 2.0f), random_values(rng_, n * rows)}, {1},
+                                [&](Backend& b, std::vector<float*> p) { b.matmul_fused(w, p[0], n, p[1], fused); },
+                                1e-5, with_norm ? (add ? "norm, product, add" : "norm, product")
+                                                : (add ? "product, add" : "product"));
+                }
             }
         }
     }
