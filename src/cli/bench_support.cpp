@@ -50,6 +50,8 @@ void require_fits_in_memory(double bytes, const std::string& what, const DeviceT
             " GB of memory");
 }
 
+int64_t bench_capacity(const Args& args, int64_t needed) { return args.integer_or("--ctx", needed, needed, 1 << 24); }
+
 std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
     std::vector<int32_t> ids;
     uint64_t x = 0x2545F4914F6CDD1Dull;

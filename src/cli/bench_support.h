@@ -36,6 +36,11 @@ void require_fits_in_memory(double bytes, const std::string& what, const DeviceT
 // `decode_gbs` is the bytes one step reads divided by its time.
 void add_bandwidth_figures(json::Value& out, Runtime& rt, const Args& args, double decode_gbs);
 
+// The sequence state's capacity in tokens (rows): --ctx, at least `needed` (the prompt and the
+// decoded steps), which is also the default. A decode step's kernels are laid out for the capacity
+// (attention's splits cover the whole cache), so --ctx 4096 times them as `duet speak` runs them.
+int64_t bench_capacity(const Args& args, int64_t needed);
+
 // A fixed pseudo-random prompt of ids below `vocab`, the same on every machine.
 std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab);
 

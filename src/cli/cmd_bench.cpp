@@ -17,8 +17,8 @@
 namespace duet::cli {
 
 int run_bench(const Argv& argv) {
-    Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--threads", "--device", "--seed",
-                     "--bandwidth-mib", "--audio-seconds", "--seconds"},
+    Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--ctx", "--threads", "--device",
+                     "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds"},
               {"--random-weights", "--no-encode"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
     if (arch == "drama3") return bench_drama3(args);
@@ -27,6 +27,7 @@ int run_bench(const Argv& argv) {
     const bool random = random_weights_flag(args);
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
+    const int64_t capacity = bench_capacity(args, prompt_len + decode_len);
     Runtime rt(args);
 
     std::string source, made_on;
@@ -50,7 +51,7 @@ int run_bench(const Argv& argv) {
     Backend& backend = *rt.backend;
 
     const std::vector<int32_t> prompt = bench_prompt(prompt_len, vocab);
-    const std::unique_ptr<SequenceState> state = model->create_state(backend, prompt_len + decode_len);
+    const std::unique_ptr<SequenceState> state = model->create_state(backend, capacity);
 
     // A short untimed warm-up touches every weight once (a GPU backend copies them over then).
     state->reset(backend);
@@ -101,6 +102,7 @@ int run_bench(const Argv& argv) {
     if (random) out.set("weights_made_on", json::Value(made_on));
     add_runtime_figures(out, rt);
     out.set("prompt_tokens", json::Value(prompt_len));
+    out.set("capacity", json::Value(capacity));
     out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));
     out.set("prefill_tokens_per_s", json::Value(static_cast<double>(prompt_len) / median(prefill_s)));
     out.set("decode_tokens", json::Value(decode_len));

@@ -16,6 +16,7 @@ int bench_drama3(const Args& args) {
     const bool random = random_weights_flag(args);
     const int64_t prompt_rows = args.integer_or("--prompt", 512, 2, 1 << 20);
     const int64_t frames = args.integer_or("--decode", 16, 1, 1 << 20);
+    const int64_t capacity = bench_capacity(args, prompt_rows + frames + 1);
     Runtime rt(args);
 
     const auto load_start = Clock::now();
@@ -55,7 +56,7 @@ int bench_drama3(const Args& args) {
     std::optional<drama3::Speaker> speaker;
     const auto bench_start = Clock::now();
     do {
-        speaker.emplace(model, *rt.backend, prompt_rows + frames + 1);
+        speaker.emplace(model, *rt.backend, capacity);
         const auto start = Clock::now();
         speaker->feed(prompt);
         prefill_s.push_back(seconds_since(start));
@@ -87,6 +88,7 @@ int bench_drama3(const Args& args) {
     if (random) out.set("weights_made_on", json::Value(made_on));
     add_runtime_figures(out, rt);
     out.set("prompt_rows", json::Value(prompt_rows));
+    out.set("capacity", json::Value(capacity));
     out.set("prefill_runs", json::Value(static_cast<int64_t>(prefill_s.size())));
     out.set("prefill_rows_per_s", json::Value(static_cast<double>(prompt_rows) / median(prefill_s)));
     out.set("frames", json::Value(steps));
