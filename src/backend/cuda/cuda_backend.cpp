@@ -680,14 +680,12 @@ private:
         // Every expert's rows, in one launch per matrix kind.
         auto products = [&](const std::vector<MatrixView>& matrices, const uint16_t* hi, const uint16_t* lo,
                             float* out) {
-            const void* const* table = expert_table(matrices);
+            const ExpertTable& table = current_expert_table(matrices);
             const MatrixView& m = matrices[0];
             const bool vectors = m.cols % 8 == 0 && cuda::aligned_16(hi) && cuda::aligned_16(lo) &&
-                                 std::all_of(matrices.begin(), matrices.end(), [&](const MatrixView& e) {
-                                     return cuda::aligned_16(device_weight(e.data, matrix_bytes(e)));
-                                 });
-            cuda::grouped_split_products(table, m.rows, m.cols, vectors, device_tiles, tile_count, hi, lo, out,
-                                         stream_);
+                                 std::all_of(table.pointers.begin(), table.pointers.end(), cuda::aligned_16);
+            cuda::grouped_split_products(static_cast<const void* const*>(table.buffer.data()), m.rows, m.cols, vectors,
+                                         device_tiles, tile_count, hi, lo, out, stream_);
         };
         products(first, x_hi, x_lo, mid);
         if (second != nullptr) products(*second, x_hi, x_lo, mid2);
@@ -819,7 +817,15 @@ private:
 
     // A device array of the experts' device pointers, made again whenever they change: memory freed
     // by one model and given to the next can put another expert list at the same first address.
+    struct ExpertTable {
+        std::vector<const void*> pointers;  // what `buffer` holds
+        DeviceBuffer buffer;
+    };
     const void* const* expert_table(const std::vector<MatrixView>& experts) {
+        return static_cast<const void* const*>(current_expert_table(experts).buffer.data());
+    }
+    // The table itself, its pointers also on the host.
+    const ExpertTable& current_expert_table(const std::vector<MatrixView>& experts) {
         std::vector<const void*> pointers;
         pointers.reserve(experts.size());
         for (const MatrixView& m : experts) pointers.push_back(device_weight(m.data, matrix_bytes(m)));
@@ -829,7 +835,7 @@ private:
             table.buffer = DeviceBuffer::from_vector(pointers);
             table.pointers = std::move(pointers);
         }
-        return static_cast<const void* const*>(table.buffer.data());
+        return table;
     }
 
     // Frees `buffer` once nothing can read it: a recording under way is spoiled (it read the buffer);
@@ -891,10 +897,6 @@ private:
     OpTimes times_;
     std::unique_ptr<StepMarks> marks_;
     std::unordered_map<const void*, DeviceWeight> weights_;
-    struct ExpertTable {
-        std::vector<const void*> pointers;  // what `buffer` holds
-        DeviceBuffer buffer;
-    };
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_tiles_,
