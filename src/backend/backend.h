@@ -314,6 +314,27 @@ public:
     virtual void matmul_group(std::span<const ProductOut> products, const float* x, int64_t n) {
         for (const ProductOut& p : products) matmul(p.w, x, n, p.out);
     }
+    // The same products of x RMS-normalised first (x / rms(x) · norm_weight, rms with `eps`): each
+    // out = w · rmsnorm(x). `normed` [n, cols] is the caller's scratch, which a backend may fill with
+    // rmsnorm(x) on the way or leave alone; a backend may run the norm and the products as one kernel.
+    // The results equal rmsnorm then matmul_group (up to rounding).
+    virtual void matmul_group_normed(std::span<const ProductOut> products, const float* x, const float* norm_weight,
+                                     float eps, int64_t n, float* normed) {
+        if (products.empty()) return;
+        rmsnorm(x, norm_weight, n, products[0].w.cols, eps, normed);
+        matmul_group(products, normed, n);
+    }
+    // A SwiGLU's first half of x RMS-normalised first: out = silu(gate · rmsnorm(x)) ⊙ (up · rmsnorm(x)),
+    // out [n, gate.rows]. `normed` [n, cols] and `up_out` [n, gate.rows] are the caller's scratch, which
+    // a backend may use or leave alone (it may run it all as one kernel). The result equals
+    // matmul_group_normed then silu_mul.
+    virtual void matmul_swiglu_normed(const MatrixView& gate, const MatrixView& up, const float* x,
+                                      const float* norm_weight, float eps, int64_t n, float* normed, float* up_out,
+                                      float* out) {
+        const ProductOut products[2] = {{gate, out}, {up, up_out}};
+        matmul_group_normed(products, x, norm_weight, eps, n, normed);
+        silu_mul(out, up_out, n * gate.rows);
+    }
     // out[t] = table[ids[t]]
     virtual void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
     // Sums of embedding rows, as speech models embed a frame's codes: out[t] = (accumulate ? out[t] : 0)

@@ -194,6 +194,59 @@ TEST_F(CudaBackendOps, ProductGroupsOfOneInput) {
     }
 }
 
+// The same group with its input RMS-normalised first: one token normalises x inside the group's
+// kernel (rows of 8, 16 and 32 lanes), more tokens run a norm and then the products. Widths up to
+// Nemotron-H's 2688 and beyond the 4096 of Drama 3's tower; 12800 is wider than the shared memory the
+// kernel may take for its input, so a token runs the norm and the products too.
+TEST_F(CudaBackendOps, NormedProductGroups) {
+    for (int64_t cols : {264, 512, 2688, 4096, 12800}) {
+        for (int64_t n : {1, 3}) {
+            const std::vector<int64_t> rows = {300, 45, 1};
+            std::vector<std::vector<uint16_t>> store;
+            const std::vector<float> norm = random_values(rng_, cols, 0.5f, 1.5f);
+            std::vector<std::vector<float>> tensors = {random_values(rng_, n * cols, -2.0f, 2.0f),
+                                                       std::vector<float>(static_cast<size_t>(n * cols))};
+            for (int64_t r : rows) {
+                store.push_back(random_bf16(rng_, r * cols, 0.1f));
+                tensors.emplace_back(static_cast<size_t>(n * r), std::numeric_limits<float>::quiet_NaN());
+            }
+            expect_same(tensors, {2, 3, 4},
+                        [&](Backend& b, std::vector<float*> p) {
+                            std::vector<ProductOut> group;
+                            for (size_t i = 0; i < rows.size(); ++i) {
+                                group.push_back({MatrixView{DType::BF16, rows[i], cols, store[i].data()}, p[i + 2]});
+                            }
+                            b.matmul_group_normed(group, p[0], norm.data(), 1e-6f, n, p[1]);
+                        },
+                        1e-5, "normed product group");
+        }
+    }
+}
+
+// A SwiGLU's first half of a normalised input: one token as one kernel (a row pair over 8 or 16 lanes
+// each), more tokens, and inputs wider than the kernel's shared memory, as norm, products and silu.
+TEST_F(CudaBackendOps, SwigluOfANormedInput) {
+    for (int64_t cols : {264, 512, 2048, 12800}) {
+        for (int64_t rows : {1, 77}) {
+            for (int64_t n : {1, 3}) {
+                const std::vector<uint16_t> gate = random_bf16(rng_, rows * cols, 0.1f);
+                const std::vector<uint16_t> up = random_bf16(rng_, rows * cols, 0.1f);
+                const std::vector<float> norm = random_values(rng_, cols, 0.5f, 1.5f);
+                const auto nan = std::numeric_limits<float>::quiet_NaN();
+                expect_same({random_values(rng_, n * cols, -2.0f, 2.0f), std::vector<float>(size_t(n * cols)),
+                             std::vector<float>(size_t(n * rows)), std::vector<float>(size_t(n * rows), nan)},
+                            {3},
+                            [&](Backend& b, std::vector<float*> p) {
+                                b.matmul_swiglu_normed(MatrixView{DType::BF16, rows, cols, gate.data()},
+                                                       MatrixView{DType::BF16, rows, cols, up.data()}, p[0],
+                                                       norm.data(), 1e-6f, n, p[1], p[2], p[3]);
+                            },
+                            1e-5, "normed swiglu");
+            }
+        }
+    }
+}
+
 // One token runs norm, product and residual add as one kernel; more tokens run them one by one.
 // Rows of 33 groups take 8 lanes, rows of 256 a whole warp.
 TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {

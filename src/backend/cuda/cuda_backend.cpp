@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -301,28 +302,67 @@ public:
         }
     }
 
+    // The group as one kernel's MatvecGroup when it can run as one (a token, bf16 matrices of one width,
+    // every one on the vector path); std::nullopt otherwise.
+    std::optional<cuda::MatvecGroup> one_launch_group(std::span<const ProductOut> products, const float* x,
+                                                      const float* norm_weight, int64_t n) {
+        const bool fits = n == 1 && !products.empty() &&
+                          products.size() <= static_cast<size_t>(cuda::kMatvecGroupMax) &&
+                          std::all_of(products.begin(), products.end(), [&](const ProductOut& p) {
+                              return p.w.dtype == DType::BF16 && p.w.cols == products[0].w.cols && p.w.rows > 0;
+                          });
+        if (!fits) return std::nullopt;
+        cuda::MatvecGroup group;
+        for (const ProductOut& p : products) {
+            group.w[group.count] = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w)));
+            group.y[group.count] = p.out;
+            group.rows[group.count] = p.w.rows;
+            if (!cuda::matvec_bf16_fusable(group.w[group.count], x, norm_weight, p.w.cols)) return std::nullopt;
+            ++group.count;
+        }
+        return group;
+    }
+
     void matmul_group(std::span<const ProductOut> products, const float* x, int64_t n) override {
         Timed timed(*this, "matmul_group");
-        if (products.empty()) return;
-        cuda::MatvecGroup group;
-        const bool one_launch = n == 1 && products.size() <= static_cast<size_t>(cuda::kMatvecGroupMax) &&
-                                std::all_of(products.begin(), products.end(), [&](const ProductOut& p) {
-                                    return p.w.dtype == DType::BF16 && p.w.cols == products[0].w.cols && p.w.rows > 0;
-                                });
-        if (one_launch) {
-            for (const ProductOut& p : products) {
-                group.w[group.count] = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w)));
-                group.y[group.count] = p.out;
-                group.rows[group.count] = p.w.rows;
-                if (!cuda::matvec_bf16_fusable(group.w[group.count], x, nullptr, p.w.cols)) break;
-                ++group.count;
-            }
-        }
-        if (one_launch && group.count == static_cast<int>(products.size())) {
-            cuda::matvec_bf16_group(group, x, products[0].w.cols, stream_);
+        if (const auto group = one_launch_group(products, x, nullptr, n)) {
+            cuda::matvec_bf16_group(*group, x, products[0].w.cols, stream_);
             return;
         }
         for (const ProductOut& p : products) matmul(p.w, x, n, p.out);
+    }
+
+    void matmul_group_normed(std::span<const ProductOut> products, const float* x, const float* norm_weight,
+                             float eps, int64_t n, float* normed) override {
+        Timed timed(*this, "matmul_group_normed");
+        if (products.empty()) return;
+        const int64_t cols = products[0].w.cols;
+        const float* norm = device_vector(norm_weight, cols);
+        if (cuda::matvec_bf16_group_normable(cols)) {
+            if (const auto group = one_launch_group(products, x, norm, n)) {
+                cuda::matvec_bf16_group_normed(*group, x, norm, eps, cols, stream_);
+                return;
+            }
+        }
+        Backend::matmul_group_normed(products, x, norm_weight, eps, n, normed);
+    }
+
+    void matmul_swiglu_normed(const MatrixView& gate, const MatrixView& up, const float* x, const float* norm_weight,
+                              float eps, int64_t n, float* normed, float* up_out, float* out) override {
+        Timed timed(*this, "matmul_swiglu_normed");
+        const bool one_launch = n == 1 && gate.dtype == DType::BF16 && up.dtype == DType::BF16 &&
+                                gate.rows == up.rows && gate.cols == up.cols && gate.rows > 0 &&
+                                cuda::matvec_bf16_group_normable(gate.cols);
+        if (one_launch) {
+            const auto* dg = static_cast<const uint16_t*>(device_weight(gate.data, matrix_bytes(gate)));
+            const auto* du = static_cast<const uint16_t*>(device_weight(up.data, matrix_bytes(up)));
+            const float* norm = device_vector(norm_weight, gate.cols);
+            if (cuda::matvec_bf16_fusable(dg, x, norm, gate.cols) && cuda::matvec_bf16_fusable(du, x, nullptr, up.cols)) {
+                cuda::matvec_bf16_swiglu(dg, du, x, norm, eps, out, gate.rows, gate.cols, stream_);
+                return;
+            }
+        }
+        Backend::matmul_swiglu_normed(gate, up, x, norm_weight, eps, n, normed, up_out, out);
     }
 
     void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out, const FusedProduct& f) override {

@@ -105,9 +105,39 @@ struct GroupLaunch {
     int64_t first_block[kMatvecGroupMax + 1];
 };
 
-template <int kLanes>
+// The input of a normalised group, prepared once a block in shared memory: x · norm_weight, the lower
+// and upper float4 of each 16-byte weight group in separate halves so that a row's lanes read
+// consecutive words (no bank conflicts). The norm's 1/rms is applied to each finished sum.
+struct SharedInput {
+    const float4* lower;  // [chunks]
+    const float4* upper;  // [chunks]
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        lo = lower[k];
+        hi = upper[k];
+    }
+};
+
+// Fills `shared` ([2 · chunks] float4) with x · norm_weight over the block's threads and returns
+// 1/rms(x) to every thread.
+__device__ __forceinline__ float prepare_normed_input(const float4* __restrict__ x, const float4* __restrict__ norm_weight,
+                                                      float eps, int64_t chunks, float4* shared) {
+    __shared__ float partial[kWarpsPerBlock];
+    float squares = 0.0f;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < 2 * chunks; i += kThreadsPerBlock) {
+        const float4 v = __ldg(x + i), g = __ldg(norm_weight + i);
+        squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        shared[(i % 2) * chunks + i / 2] = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+    }
+    // block_sum's barriers also make every thread's shared writes visible to the block.
+    return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
+}
+
+// With kNorm the group's input is rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
+template <int kLanes, bool kNorm>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
-    matvec_bf16_group_kernel(GroupLaunch g, const float4* __restrict__ x, int64_t chunks) {
+    matvec_bf16_group_kernel(GroupLaunch g, const float4* __restrict__ x, const float4* __restrict__ norm_weight,
+                             float eps, int64_t chunks) {
     int i = 0;
     while (i + 1 < g.group.count && int64_t(blockIdx.x) >= g.first_block[i + 1]) ++i;
     const int64_t rows = g.group.rows[i];
@@ -117,12 +147,20 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
     wait_for_inputs();
     allow_next_kernel();
-    const float sum = dot.finish(PlainInput{x});
+    float sum;
+    if constexpr (kNorm) {
+        extern __shared__ float4 normed_input[];
+        const float inv_rms = prepare_normed_input(x, norm_weight, eps, chunks, normed_input);
+        sum = dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
+    } else {
+        sum = dot.finish(PlainInput{x});
+    }
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
 }
 
 template <int kLanes>
-void launch_group(const MatvecGroup& group, const float4* x, int64_t chunks, cudaStream_t stream) {
+void launch_group(const MatvecGroup& group, const float4* x, const float4* norm_weight, float eps, int64_t chunks,
+                  cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
     GroupLaunch g{group, {}};
     for (int i = 0; i < group.count; ++i) {
@@ -130,8 +168,59 @@ void launch_group(const MatvecGroup& group, const float4* x, int64_t chunks, cud
     }
     const int64_t blocks = g.first_block[group.count];
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_group: ", blocks, " blocks exceed the grid limit");
-    launch_early(matvec_bf16_group_kernel<kLanes>, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0,
-                 stream, "matvec_bf16_group_kernel", g, x, chunks);
+    if (norm_weight != nullptr) {
+        launch_early(matvec_bf16_group_kernel<kLanes, true>, dim3(static_cast<unsigned>(blocks)),
+                     dim3(kThreadsPerBlock), static_cast<size_t>(chunks) * 2 * sizeof(float4), stream,
+                     "matvec_bf16_group_kernel (normed)", g, x, norm_weight, eps, chunks);
+    } else {
+        launch_early(matvec_bf16_group_kernel<kLanes, false>, dim3(static_cast<unsigned>(blocks)),
+                     dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_group_kernel", g, x, norm_weight, eps, chunks);
+    }
+}
+
+// A SwiGLU's products of one input, y = silu(gate · x) · (up · x) (matvec_bf16_swiglu): a pair of rows
+// takes 2 · kLanes lanes of a warp, the lower kLanes streaming the gate's row and the upper the up
+// product's, so both are in flight at once; with kNorm the input is rmsnorm(x) as in the group.
+template <int kLanes, bool kNorm>
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
+    matvec_bf16_swiglu_kernel(const uint4* __restrict__ gate, const uint4* __restrict__ up,
+                              const float4* __restrict__ x, const float4* __restrict__ norm_weight, float eps,
+                              float* __restrict__ y, int64_t rows, int64_t chunks) {
+    static_assert(2 * kLanes <= kWarpSize, "a pair of rows fits in a warp");
+    const int64_t row = (int64_t(blockIdx.x) * kThreadsPerBlock + threadIdx.x) / (2 * kLanes);
+    const bool active = row < rows;
+    const bool up_half = (threadIdx.x / kLanes) % 2 == 1;
+    RowDot<kLanes> dot;
+    dot.start((up_half ? up : gate) + (active ? row : 0) * chunks, active ? chunks : 0);
+    wait_for_inputs();
+    allow_next_kernel();
+    float sum;
+    if constexpr (kNorm) {
+        extern __shared__ float4 normed_input[];
+        const float inv_rms = prepare_normed_input(x, norm_weight, eps, chunks, normed_input);
+        sum = dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
+    } else {
+        sum = dot.finish(PlainInput{x});
+    }
+    const float up_sum = __shfl_down_sync(0xFFFFFFFFu, sum, kLanes);  // the up half's sum, to the gate half
+    if (active && threadIdx.x % (2 * kLanes) == 0) y[row] = silu(sum) * up_sum;
+}
+
+template <int kLanes>
+void launch_swiglu(const uint4* gate, const uint4* up, const float4* x, const float4* norm_weight, float eps, float* y,
+                   int64_t rows, int64_t chunks, cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / (2 * kLanes);
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_swiglu: ", rows, " rows exceed the grid limit");
+    if (norm_weight != nullptr) {
+        launch_early(matvec_bf16_swiglu_kernel<kLanes, true>, dim3(static_cast<unsigned>(blocks)),
+                     dim3(kThreadsPerBlock), static_cast<size_t>(chunks) * 2 * sizeof(float4), stream,
+                     "matvec_bf16_swiglu_kernel (normed)", gate, up, x, norm_weight, eps, y, rows, chunks);
+    } else {
+        launch_early(matvec_bf16_swiglu_kernel<kLanes, false>, dim3(static_cast<unsigned>(blocks)),
+                     dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_swiglu_kernel", gate, up, x, norm_weight, eps, y,
+                     rows, chunks);
+    }
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
@@ -204,19 +293,66 @@ void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float*
     }
 }
 
-void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream) {
-    require(group.count >= 1 && group.count <= kMatvecGroupMax, "matvec_bf16_group: ", group.count,
-            " matrices, expected 1 to ", kMatvecGroupMax);
+namespace {
+
+void check_group(const MatvecGroup& group, const float* x, const float* norm_weight, int64_t cols, const char* what) {
+    require(group.count >= 1 && group.count <= kMatvecGroupMax, what, ": ", group.count, " matrices, expected 1 to ",
+            kMatvecGroupMax);
     for (int i = 0; i < group.count; ++i) {
-        require(group.y[i] != nullptr && matvec_bf16_fusable(group.w[i], x, nullptr, cols),
-                "matvec_bf16_group: matrix ", i, " cannot take the vector path");
+        require(group.y[i] != nullptr && matvec_bf16_fusable(group.w[i], x, norm_weight, cols), what, ": matrix ", i,
+                " cannot take the vector path");
     }
+}
+
+void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_weight, float eps, int64_t cols,
+                    cudaStream_t stream) {
     const auto* x4 = reinterpret_cast<const float4*>(x);
+    const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {
-        case 32: launch_group<32>(group, x4, chunks, stream); break;
-        case 16: launch_group<16>(group, x4, chunks, stream); break;
-        default: launch_group<8>(group, x4, chunks, stream); break;
+        case 32: launch_group<32>(group, x4, g4, eps, chunks, stream); break;
+        case 16: launch_group<16>(group, x4, g4, eps, chunks, stream); break;
+        default: launch_group<8>(group, x4, g4, eps, chunks, stream); break;
+    }
+}
+
+}  // namespace
+
+void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream) {
+    check_group(group, x, nullptr, cols, "matvec_bf16_group");
+    dispatch_group(group, x, nullptr, 0.0f, cols, stream);
+}
+
+bool matvec_bf16_group_normable(int64_t cols) {
+    return cols > 0 && cols * static_cast<int64_t>(sizeof(float)) <= kGroupNormedMaxBytes;
+}
+
+void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
+                              int64_t cols, cudaStream_t stream) {
+    require(norm_weight != nullptr, "matvec_bf16_group_normed: no norm weights");
+    require(matvec_bf16_group_normable(cols), "matvec_bf16_group_normed: ", cols, " columns exceed the ",
+            kGroupNormedMaxBytes, " bytes of shared memory the normalised input may take");
+    check_group(group, x, norm_weight, cols, "matvec_bf16_group_normed");
+    dispatch_group(group, x, norm_weight, eps, cols, stream);
+}
+
+void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x, const float* norm_weight, float eps,
+                        float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+    require(rows >= 0 && y != nullptr, "matvec_bf16_swiglu: no output for ", rows, " rows");
+    require(matvec_bf16_fusable(gate, x, norm_weight, cols) && matvec_bf16_fusable(up, x, nullptr, cols),
+            "matvec_bf16_swiglu: the products cannot take the vector path");
+    require(norm_weight == nullptr || matvec_bf16_group_normable(cols), "matvec_bf16_swiglu: ", cols,
+            " columns exceed the ", kGroupNormedMaxBytes, " bytes of shared memory the normalised input may take");
+    if (rows == 0) return;
+    const auto* g4 = reinterpret_cast<const uint4*>(gate);
+    const auto* u4 = reinterpret_cast<const uint4*>(up);
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    const auto* n4 = reinterpret_cast<const float4*>(norm_weight);
+    const int64_t chunks = cols / 8;
+    if (row_lanes(chunks) >= 16) {
+        launch_swiglu<16>(g4, u4, x4, n4, eps, y, rows, chunks, stream);
+    } else {
+        launch_swiglu<8>(g4, u4, x4, n4, eps, y, rows, chunks, stream);
     }
 }
 

@@ -49,4 +49,18 @@ struct MatvecGroup {
 };
 void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream);
 
+// The same group with its input RMS-normalised first: y_i = W_i · rmsnorm(x), the norm with
+// `norm_weight` (device, [cols]) and `eps`. Each block normalises x once into shared memory after
+// its wait (no norm launch before the group); needs matvec_bf16_group_normable(cols).
+constexpr int64_t kGroupNormedMaxBytes = 48 * 1024;  // the shared memory a launch gets without opting in
+bool matvec_bf16_group_normable(int64_t cols);
+void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
+                              int64_t cols, cudaStream_t stream);
+
+// A SwiGLU's first products and activation in one launch: y = silu(W_gate · x') · (W_up · x'), x' = x
+// or, with `norm_weight`, rmsnorm(x) as in matvec_bf16_group_normed. Both matrices [rows, cols] on the
+// vector path.
+void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x, const float* norm_weight, float eps,
+                        float* y, int64_t rows, int64_t cols, cudaStream_t stream);
+
 }  // namespace duet::cuda

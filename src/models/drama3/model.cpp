@@ -149,15 +149,13 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::
                          n, c.norm_eps, x, false);
     b.mark("tower input");
 
-    const NormedInput attention_in(b, x, n, dim, w.input_norm.data(), c.norm_eps, sc.normed.data());
+    const NormedInput attention_in(b, x, n, w.input_norm.data(), c.norm_eps, sc.normed.data());
     gated_attention(b, TowerScratch::attention_shape(c), w.attention, attention_in, at, s.tower_keys(t),
                     s.tower_values(t), sc.attention, x);
     b.mark("tower attention");
-    const NormedInput mlp_in(b, x, n, dim, w.post_norm.data(), c.norm_eps, sc.normed.data());
-    mlp_in.products({{w.gate, sc.gate.data()}, {w.up, sc.up.data()}});
-    b.mark("tower mlp: norm, gate, up", Backend::MarkLevel::Op);
-    b.silu_mul(sc.gate.data(), sc.up.data(), n * c.inter);
-    b.mark("tower mlp: silu", Backend::MarkLevel::Op);
+    const NormedInput mlp_in(b, x, n, w.post_norm.data(), c.norm_eps, sc.normed.data());
+    mlp_in.swiglu(w.gate, w.up, sc.gate.data(), sc.up.data());
+    b.mark("tower mlp: norm, gate, up, silu", Backend::MarkLevel::Op);
     b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
     b.mark("tower mlp: down", Backend::MarkLevel::Op);
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);

@@ -78,7 +78,7 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
                  int64_t slot, float* h, int64_t n, Scratch& sc) {
     const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
     float* zxbcdt = sc.projected.data();
-    NormedInput(b, h, n, c.hidden, norm.data(), c.norm_eps, sc.normed.data()).product(w.in_proj, zxbcdt);
+    NormedInput(b, h, n, norm.data(), c.norm_eps, sc.normed.data()).product(w.in_proj, zxbcdt);
     b.mark("mamba: norm, in_proj", Backend::MarkLevel::Op);
     const bool record = s.history_capacity() >= n;
     MambaMiddleArgs m;
@@ -188,7 +188,7 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
             case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, layer.norm, s, layer.state_slot, h, n, sc); break;
             case LayerKind::Attention:
                 attention_mixer(c, b, layer.attention, s.keys(layer.state_slot), s.values(layer.state_slot), at,
-                                NormedInput(b, h, n, hidden, layer.norm.data(), c.norm_eps, xn), sc, h);
+                                NormedInput(b, h, n, layer.norm.data(), c.norm_eps, xn), sc, h);
                 break;
             case LayerKind::MoE:
                 b.moe_relu2(MoeInput{h, layer.norm.data(), c.norm_eps, xn}, n, layer.moe.experts, routing_of(c), h);
@@ -361,7 +361,7 @@ std::vector<float> Model::draft_forward(Backend& b, State& s, std::span<const fl
 
     attention_mixer(c, b, d.attention, s.draft_keys(), s.draft_values(),
                     StepPosition{s.draft_position(), nullptr, s.capacity()},
-                    NormedInput(b, x, n, h, d.attention_norm.data(), c.norm_eps, sc.normed.data()), sc, x);
+                    NormedInput(b, x, n, d.attention_norm.data(), c.norm_eps, sc.normed.data()), sc, x);
     b.moe_relu2(MoeInput{x, d.moe_norm.data(), c.norm_eps, sc.normed.data()}, n, d.moe.experts, routing_of(c), x);
     s.advance_draft(n);
 

@@ -172,7 +172,7 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
     const int64_t layers = static_cast<int64_t>(weights_.layers.size());
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
-        const NormedInput mixer_in(b, h, n, hidden, layer.input_norm.data(), c.norm_eps, xn);
+        const NormedInput mixer_in(b, h, n, layer.input_norm.data(), c.norm_eps, xn);
         // Both mixers add their output to h.
         if (layer.kind == LayerKind::LinearAttention) {
             linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, mixer_in, delta_rule_chunk, sc, h);
