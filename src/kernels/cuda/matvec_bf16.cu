@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "base/error.h"
 #include "kernels/cuda/alignment.h"
@@ -133,6 +134,33 @@ __device__ __forceinline__ float prepare_normed_input(const float4* __restrict__
     return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
 }
 
+// The part of a product kernel after its first loads: waits for the kernel before, lets the next one
+// launch, and finishes the row's dot with x, or (kNorm) with rmsnorm(x) prepared once a block in
+// dynamic shared memory of 2 · chunks float4.
+template <bool kNorm, int kLanes>
+__device__ __forceinline__ float finish_after_wait(RowDot<kLanes>& dot, const float4* __restrict__ x,
+                                                   const float4* __restrict__ norm_weight, float eps, int64_t chunks) {
+    wait_for_inputs();
+    allow_next_kernel();
+    if constexpr (kNorm) {
+        extern __shared__ float4 normed_input[];
+        const float inv_rms = prepare_normed_input(x, norm_weight, eps, chunks, normed_input);
+        return dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
+    } else {
+        return dot.finish(PlainInput{x});
+    }
+}
+
+// Launches kernel<…, true> (`normed`) with the normalised input's shared memory when there are norm
+// weights, kernel<…, false> (`plain`) otherwise.
+template <typename... Params, typename... Args>
+void launch_plain_or_normed(void (*plain)(Params...), void (*normed)(Params...), bool norm, int64_t blocks,
+                            int64_t chunks, cudaStream_t stream, const char* name, Args&&... args) {
+    launch_early(norm ? normed : plain, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
+                 norm ? static_cast<size_t>(chunks) * 2 * sizeof(float4) : 0, stream, name,
+                 std::forward<Args>(args)...);
+}
+
 // With kNorm the group's input is rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
 template <int kLanes, bool kNorm>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
@@ -145,16 +173,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     const bool active = row < rows;
     RowDot<kLanes> dot;
     dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
-    wait_for_inputs();
-    allow_next_kernel();
-    float sum;
-    if constexpr (kNorm) {
-        extern __shared__ float4 normed_input[];
-        const float inv_rms = prepare_normed_input(x, norm_weight, eps, chunks, normed_input);
-        sum = dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
-    } else {
-        sum = dot.finish(PlainInput{x});
-    }
+    const float sum = finish_after_wait<kNorm>(dot, x, norm_weight, eps, chunks);
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
 }
 
@@ -168,14 +187,9 @@ void launch_group(const MatvecGroup& group, const float4* x, const float4* norm_
     }
     const int64_t blocks = g.first_block[group.count];
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_group: ", blocks, " blocks exceed the grid limit");
-    if (norm_weight != nullptr) {
-        launch_early(matvec_bf16_group_kernel<kLanes, true>, dim3(static_cast<unsigned>(blocks)),
-                     dim3(kThreadsPerBlock), static_cast<size_t>(chunks) * 2 * sizeof(float4), stream,
-                     "matvec_bf16_group_kernel (normed)", g, x, norm_weight, eps, chunks);
-    } else {
-        launch_early(matvec_bf16_group_kernel<kLanes, false>, dim3(static_cast<unsigned>(blocks)),
-                     dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_group_kernel", g, x, norm_weight, eps, chunks);
-    }
+    launch_plain_or_normed(matvec_bf16_group_kernel<kLanes, false>, matvec_bf16_group_kernel<kLanes, true>,
+                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_group_kernel", g, x,
+                           norm_weight, eps, chunks);
 }
 
 // A SwiGLU's products of one input, y = silu(gate · x) · (up · x) (matvec_bf16_swiglu): a pair of rows
@@ -192,16 +206,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     const bool up_half = (threadIdx.x / kLanes) % 2 == 1;
     RowDot<kLanes> dot;
     dot.start((up_half ? up : gate) + (active ? row : 0) * chunks, active ? chunks : 0);
-    wait_for_inputs();
-    allow_next_kernel();
-    float sum;
-    if constexpr (kNorm) {
-        extern __shared__ float4 normed_input[];
-        const float inv_rms = prepare_normed_input(x, norm_weight, eps, chunks, normed_input);
-        sum = dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
-    } else {
-        sum = dot.finish(PlainInput{x});
-    }
+    const float sum = finish_after_wait<kNorm>(dot, x, norm_weight, eps, chunks);
     const float up_sum = __shfl_down_sync(0xFFFFFFFFu, sum, kLanes);  // the up half's sum, to the gate half
     if (active && threadIdx.x % (2 * kLanes) == 0) y[row] = silu(sum) * up_sum;
 }
@@ -212,15 +217,9 @@ void launch_swiglu(const uint4* gate, const uint4* up, const float4* x, const fl
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / (2 * kLanes);
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_swiglu: ", rows, " rows exceed the grid limit");
-    if (norm_weight != nullptr) {
-        launch_early(matvec_bf16_swiglu_kernel<kLanes, true>, dim3(static_cast<unsigned>(blocks)),
-                     dim3(kThreadsPerBlock), static_cast<size_t>(chunks) * 2 * sizeof(float4), stream,
-                     "matvec_bf16_swiglu_kernel (normed)", gate, up, x, norm_weight, eps, y, rows, chunks);
-    } else {
-        launch_early(matvec_bf16_swiglu_kernel<kLanes, false>, dim3(static_cast<unsigned>(blocks)),
-                     dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_swiglu_kernel", gate, up, x, norm_weight, eps, y,
-                     rows, chunks);
-    }
+    launch_plain_or_normed(matvec_bf16_swiglu_kernel<kLanes, false>, matvec_bf16_swiglu_kernel<kLanes, true>,
+                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_swiglu_kernel", gate, up, x,
+                           norm_weight, eps, y, rows, chunks);
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
