@@ -196,10 +196,10 @@ TEST_F(CudaBackendOps, ProductGroupsOfOneInput) {
 
 // The same group with its input RMS-normalised first: one token normalises x inside the group's
 // kernel (rows of 8, 16 and 32 lanes), more tokens run a norm and then the products. Widths up to
-// Nemotron-H's 2688 and beyond the 4096 of Drama 3's tower; 12800 is wider than the shared memory the
-// kernel may take for its input, so a token runs the norm and the products too.
+// Nemotron-H's 2688 and beyond the 4096 of Drama 3's tower; 12032 is the widest the kernel's shared
+// memory takes, 12288 (48 KiB of input) and 12800 are wider, so a token runs the norm and the products.
 TEST_F(CudaBackendOps, NormedProductGroups) {
-    for (int64_t cols : {264, 512, 2688, 4096, 12800}) {
+    for (int64_t cols : {264, 512, 2688, 4096, 12032, 12288, 12800}) {
         for (int64_t n : {1, 3}) {
             const std::vector<int64_t> rows = {300, 45, 1};
             std::vector<std::vector<uint16_t>> store;

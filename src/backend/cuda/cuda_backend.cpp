@@ -337,8 +337,8 @@ public:
         Timed timed(*this, "matmul_group_normed");
         if (products.empty()) return;
         const int64_t cols = products[0].w.cols;
-        const float* norm = device_vector(norm_weight, cols);
         if (cuda::matvec_bf16_group_normable(cols)) {
+            const float* norm = device_vector(norm_weight, cols);
             if (const auto group = one_launch_group(products, x, norm, n)) {
                 cuda::matvec_bf16_group_normed(*group, x, norm, eps, cols, stream_);
                 return;

@@ -326,11 +326,19 @@ bool matvec_bf16_group_normable(int64_t cols) {
     return cols > 0 && cols * static_cast<int64_t>(sizeof(float)) <= kGroupNormedMaxBytes;
 }
 
+namespace {
+
+void require_normable(int64_t cols, const char* what) {
+    require(matvec_bf16_group_normable(cols), what, ": ", cols, " columns exceed the ", kGroupNormedMaxBytes,
+            " bytes of shared memory the normalised input may take");
+}
+
+}  // namespace
+
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
                               int64_t cols, cudaStream_t stream) {
     require(norm_weight != nullptr, "matvec_bf16_group_normed: no norm weights");
-    require(matvec_bf16_group_normable(cols), "matvec_bf16_group_normed: ", cols, " columns exceed the ",
-            kGroupNormedMaxBytes, " bytes of shared memory the normalised input may take");
+    require_normable(cols, "matvec_bf16_group_normed");
     check_group(group, x, norm_weight, cols, "matvec_bf16_group_normed");
     dispatch_group(group, x, norm_weight, eps, cols, stream);
 }
@@ -340,8 +348,7 @@ void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x
     require(rows >= 0 && y != nullptr, "matvec_bf16_swiglu: no output for ", rows, " rows");
     require(matvec_bf16_fusable(gate, x, norm_weight, cols) && matvec_bf16_fusable(up, x, nullptr, cols),
             "matvec_bf16_swiglu: the products cannot take the vector path");
-    require(norm_weight == nullptr || matvec_bf16_group_normable(cols), "matvec_bf16_swiglu: ", cols,
-            " columns exceed the ", kGroupNormedMaxBytes, " bytes of shared memory the normalised input may take");
+    if (norm_weight != nullptr) require_normable(cols, "matvec_bf16_swiglu");
     if (rows == 0) return;
     const auto* g4 = reinterpret_cast<const uint4*>(gate);
     const auto* u4 = reinterpret_cast<const uint4*>(up);

@@ -52,7 +52,9 @@ void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, c
 // The same group with its input RMS-normalised first: y_i = W_i · rmsnorm(x), the norm with
 // `norm_weight` (device, [cols]) and `eps`. Each block normalises x once into shared memory after
 // its wait (no norm launch before the group); needs matvec_bf16_group_normable(cols).
-constexpr int64_t kGroupNormedMaxBytes = 48 * 1024;  // the shared memory a launch gets without opting in
+// The dynamic shared memory the normalised input may take: under the 48 KiB a launch gets without
+// opting in, with room left for the kernel's own static shared memory (its block sum's partials).
+constexpr int64_t kGroupNormedMaxBytes = 47 * 1024;
 bool matvec_bf16_group_normable(int64_t cols);
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
                               int64_t cols, cudaStream_t stream);
