@@ -49,6 +49,8 @@ int bench_drama3(const Args& args);
 // The codec's decode (whole and streamed) and encode real-time factors.
 int bench_fish_codec(const Args& args);
 int bench_transcribe(const Args& args);
+// The cost of handing one product's result to the next, several ways (needs --device cuda).
+int bench_product_chain(const Args& args);
 
 // The fields every bench line starts with.
 void add_runtime_figures(json::Value& out, Runtime& rt);

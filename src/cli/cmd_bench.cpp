@@ -18,12 +18,13 @@ namespace duet::cli {
 
 int run_bench(const Argv& argv) {
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--ctx", "--threads", "--device",
-                     "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds"},
+                     "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds", "--products"},
               {"--random-weights", "--no-encode"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
     if (arch == "drama3") return bench_drama3(args);
     if (arch == "transcribe") return bench_transcribe(args);
     if (arch == "fish_codec") return bench_fish_codec(args);
+    if (arch == "product_chain") return bench_product_chain(args);
     const bool random = random_weights_flag(args);
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);

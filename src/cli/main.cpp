@@ -27,6 +27,8 @@ const char* kUsage =
     "           --arch transcribe --preset tiny|real --random-weights [--audio-seconds S]\n"
     "           --arch fish_codec --preset tiny|real --random-weights [--seconds S] | --model DIR\n"
     "                                       prefill and decode speed as one JSON line\n"
+    "           --arch product_chain --device cuda [--products N]\n"
+    "                                       the cost of handing one product's result to the next\n"
     "  tokenize --tokenizer FILE (TEXT | --file PATH) | --decode IDS\n"
     "                                       encode text to ids on one line, or decode ids to the exact text\n"
     "  speak    --model DIR --text \"...\" --out OUT.wav|FRAMES.safetensors [--codec DIR]\n"

@@ -4,12 +4,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/stream_timer.h"
 
 namespace duet::cuda {
 
@@ -20,56 +21,13 @@ constexpr int kTimedRuns = 10;
 constexpr int kReadThreadsPerBlock = 512;
 constexpr int kReadLoadsInFlight = 4;
 
-// Owns a stream and the two events that bracket one timed run.
-class Timer {
-public:
-    Timer() {
-        try {
-            DUET_CUDA_CHECK(cudaStreamCreate(&stream_));
-            DUET_CUDA_CHECK(cudaEventCreate(&start_));
-            DUET_CUDA_CHECK(cudaEventCreate(&stop_));
-        } catch (...) {
-            destroy();  // the destructor does not run for a half-built object
-            throw;
-        }
-    }
-    ~Timer() { destroy(); }
-    Timer(const Timer&) = delete;
-    Timer& operator=(const Timer&) = delete;
-
-    cudaStream_t stream() const { return stream_; }
-
-    // Runs `work` (which enqueues on stream()) a few times untimed, then
-    // returns the shortest of the timed runs in seconds. The minimum is the
-    // run least disturbed by clocks ramping up or other work on the device.
-    template <typename Work>
-    double best_seconds(Work&& work) {
-        for (int i = 0; i < kWarmupRuns; ++i) work();
-        DUET_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        float best_ms = std::numeric_limits<float>::max();
-        for (int i = 0; i < kTimedRuns; ++i) {
-            DUET_CUDA_CHECK(cudaEventRecord(start_, stream_));
-            work();
-            DUET_CUDA_CHECK(cudaEventRecord(stop_, stream_));
-            DUET_CUDA_CHECK(cudaEventSynchronize(stop_));
-            float ms = 0.0f;
-            DUET_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-            best_ms = std::min(best_ms, ms);
-        }
-        return double(best_ms) * 1e-3;
-    }
-
-private:
-    void destroy() noexcept {
-        if (stop_ != nullptr) cudaEventDestroy(stop_);
-        if (start_ != nullptr) cudaEventDestroy(start_);
-        if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    }
-
-    cudaStream_t stream_ = nullptr;
-    cudaEvent_t start_ = nullptr;
-    cudaEvent_t stop_ = nullptr;
-};
+// The shortest of the timed runs of `work` in seconds: the run least disturbed by clocks ramping up
+// or other work on the device.
+template <typename Work>
+double best_seconds(StreamTimer& timer, Work&& work) {
+    const std::vector<double> ms = timer.run_ms(work, kWarmupRuns, kTimedRuns);
+    return *std::min_element(ms.begin(), ms.end()) * 1e-3;
+}
 
 // Reads every 16-byte word once and folds them into `sink`, so the compiler
 // cannot drop the loads. XOR is used because it is the cheapest fold.
@@ -121,8 +79,8 @@ double measure_device_copy_bandwidth_gbs(size_t bytes) {
     DUET_CUDA_CHECK(cudaMemset(destination.data(), 0, bytes));
     DUET_CUDA_CHECK(cudaDeviceSynchronize());
 
-    Timer timer;
-    const double seconds = timer.best_seconds([&] {
+    StreamTimer timer;
+    const double seconds = best_seconds(timer, [&] {
         DUET_CUDA_CHECK(cudaMemcpyAsync(destination.data(), source.data(), bytes,
                                         cudaMemcpyDeviceToDevice, timer.stream()));
     });
@@ -140,8 +98,8 @@ double measure_device_read_bandwidth_gbs(size_t bytes) {
     DUET_CUDA_CHECK(cudaDeviceSynchronize());
 
     const int blocks = resident_read_blocks();
-    Timer timer;
-    const double seconds = timer.best_seconds([&] {
+    StreamTimer timer;
+    const double seconds = best_seconds(timer, [&] {
         read_all_kernel<<<blocks, kReadThreadsPerBlock, 0, timer.stream()>>>(
             data.as<const uint4>(), count, sink.as<unsigned int>());
         DUET_CUDA_CHECK_LAUNCH("read_all_kernel");

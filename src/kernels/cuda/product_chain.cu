@@ -1,0 +1,268 @@
+// The product chain's kernels: one product a kernel (its blocks waiting either for the previous
+// kernel's end or for every one of its blocks to have counted itself done), or one resident kernel
+// walking the whole chain. All use the same row dot as duet's products (RowDot: a warp a row, four
+// 16-byte loads a lane in flight, requested before the wait), so only the hand-over differs.
+
+#include "kernels/cuda/product_chain.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/matvec_bf16.h"
+#include "kernels/cuda/random_bf16.h"
+#include "kernels/cuda/stream_timer.h"
+
+namespace duet::cuda {
+
+namespace {
+
+constexpr int kChainWarps = 4;
+constexpr int kChainThreads = kChainWarps * kWarpSize;
+constexpr int kChainBlocksPerSm = 8;
+
+struct ChainLink {
+    const uint4* w;
+    const float4* x;
+    float* y;
+    int64_t rows, chunks;
+};
+
+// The input through ordinary cached loads, not the read-only path: a block of a kernel that is still
+// running may have just written it. The acquire in wait_for_count drops stale lines from this SM's
+// L1, so the warps of an SM still share one copy of x there (read through L2 only, every warp's
+// copy made the products 2× slower).
+struct CoherentInput {
+    const float4* x;
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        lo = __ldca(x + 2 * k);
+        hi = __ldca(x + 2 * k + 1);
+    }
+};
+
+// Waits until `count` reaches `target`: one thread polls with acquire loads, the block's barrier
+// passes what it saw on to the others (as a grid-wide barrier does).
+__device__ __forceinline__ void wait_for_count(const unsigned* count, unsigned target) {
+    if (threadIdx.x == 0) {
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+        } while (seen < target);
+    }
+    __syncthreads();
+}
+
+// Counts the block done once all its threads' writes are made visible to the whole device.
+__device__ __forceinline__ void count_block_done(unsigned* count) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(count, 1u);
+    }
+}
+
+// One product, a warp a row. With kCounts the block waits for `wait_target` blocks of the previous
+// product to have counted themselves in `wait_count` (none for the first) instead of the previous
+// kernel's end, and counts itself into `done`.
+template <bool kCounts>
+__global__ void __launch_bounds__(kChainThreads, kChainBlocksPerSm)
+    chain_product_kernel(ChainLink link, const unsigned* wait_count, unsigned wait_target, unsigned* done) {
+    const int64_t row = int64_t(blockIdx.x) * kChainWarps + threadIdx.x / kWarpSize;
+    const bool active = row < link.rows;
+    RowDot<kWarpSize> dot;
+    dot.start(link.w + (active ? row : 0) * link.chunks, active ? link.chunks : 0);
+    if (kCounts && wait_count != nullptr) {
+        wait_for_count(wait_count, wait_target);
+    } else {
+        wait_for_inputs();
+    }
+    allow_next_kernel();
+    const float sum = dot.finish(CoherentInput{link.x});
+    if (active && threadIdx.x % kWarpSize == 0) link.y[row] = sum;
+    if (kCounts) count_block_done(done);
+}
+
+// The whole chain in one kernel of resident blocks: warp w of the grid takes rows w, w + warps, …
+// of each product, requests its first row's weights, then waits until every block has counted
+// itself done with the product before.
+__global__ void __launch_bounds__(kChainThreads, kChainBlocksPerSm)
+    chain_one_kernel(const ChainLink* links, int64_t products, unsigned* done) {
+    const int64_t warps = int64_t(gridDim.x) * kChainWarps;
+    const int64_t first = int64_t(blockIdx.x) * kChainWarps + threadIdx.x / kWarpSize;
+    for (int64_t p = 0; p < products; ++p) {
+        const ChainLink link = links[p];
+        int64_t row = first;
+        RowDot<kWarpSize> dot;
+        dot.start(link.w + (row < link.rows ? row : 0) * link.chunks, row < link.rows ? link.chunks : 0);
+        if (p > 0) wait_for_count(done + p - 1, gridDim.x);
+        for (;;) {
+            const float sum = dot.finish(CoherentInput{link.x});
+            if (row < link.rows && threadIdx.x % kWarpSize == 0) link.y[row] = sum;
+            row += warps;
+            if (row >= link.rows) break;
+            dot.start(link.w + row * link.chunks, link.chunks);
+        }
+        count_block_done(done + p);
+    }
+}
+
+unsigned resident_chain_blocks() {
+    int device = 0, sms = 0, per_sm = 0;
+    DUET_CUDA_CHECK(cudaGetDevice(&device));
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, chain_one_kernel, kChainThreads, 0));
+    require(per_sm > 0, "product chain: the one-kernel chain cannot be resident on this device");
+    return static_cast<unsigned>(sms * per_sm);
+}
+
+ChainLink link_of(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols) {
+    return ChainLink{reinterpret_cast<const uint4*>(w), reinterpret_cast<const float4*>(x), y, rows, cols / 8};
+}
+
+}  // namespace
+
+const char* hand_over_name(ChainHandOver hand_over) {
+    switch (hand_over) {
+        case ChainHandOver::duet_products: return "duet_products";
+        case ChainHandOver::kernel_end: return "kernel_end";
+        case ChainHandOver::block_counts: return "block_counts";
+        case ChainHandOver::one_kernel: return "one_kernel";
+    }
+    return "?";
+}
+
+ProductChain::ProductChain(int64_t rows, int64_t cols, int64_t products, uint64_t seed)
+    : rows_(rows), cols_(cols), products_(products), vector_stride_((std::max(rows, cols) + 63) / 64 * 64) {
+    require(rows > 0 && cols > 0 && rows % 8 == 0 && cols % 8 == 0, "product chain: rows ", rows, " and cols ",
+            cols, " must be positive multiples of 8");
+    require(products >= 1 && products <= (1 << 16), "product chain: ", products, " products is outside 1..65536");
+    weights_ = DeviceBuffer(static_cast<size_t>(products * rows * cols) * sizeof(uint16_t));
+    vectors_ = DeviceBuffer(static_cast<size_t>((products + 1) * vector_stride_) * sizeof(float));
+    counts_ = DeviceBuffer(static_cast<size_t>(products) * sizeof(unsigned));
+    // Weights uniform in ±sqrt(3 / width): each product keeps the vector's size, so a long chain stays
+    // finite.
+    for (int64_t p = 0; p < products; ++p) {
+        const float bound = std::sqrt(3.0f / static_cast<float>(in_cols(p)));
+        fill_uniform_bf16(const_cast<uint16_t*>(weights_of(p)), rows * cols, seed + static_cast<uint64_t>(p), -bound,
+                          bound, nullptr);
+    }
+    std::vector<float> x(static_cast<size_t>(vector_stride_), 0.0f);
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t c = 0; c < cols; ++c) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        x[static_cast<size_t>(c)] = static_cast<float>(state % 2001) / 1000.0f - 1.0f;
+    }
+    vectors_.upload(x);
+    clear_outputs();
+    std::vector<ChainLink> links;
+    for (int64_t p = 0; p < products; ++p) {
+        links.push_back(link_of(weights_of(p), vector(p), vector(p + 1), out_rows(p), in_cols(p)));
+    }
+    links_ = DeviceBuffer::from_vector(links);
+    resident_blocks_ = resident_chain_blocks();
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+const uint16_t* ProductChain::weights_of(int64_t p) const {
+    return weights_.as<uint16_t>() + p * rows_ * cols_;
+}
+
+float* ProductChain::vector(int64_t i) const {
+    return const_cast<float*>(vectors_.as<float>()) + i * vector_stride_;
+}
+
+void ProductChain::clear_outputs() {
+    // All bits set is a NaN: a row left unwritten, or read before it was written, shows.
+    DUET_CUDA_CHECK(cudaMemset(vector(1), 0xFF, static_cast<size_t>(products_ * vector_stride_) * sizeof(float)));
+}
+
+void ProductChain::run(ChainHandOver hand_over, cudaStream_t stream) {
+    auto link = [&](int64_t p) { return link_of(weights_of(p), vector(p), vector(p + 1), out_rows(p), in_cols(p)); };
+    unsigned* counts = counts_.as<unsigned>();
+    if (hand_over == ChainHandOver::block_counts || hand_over == ChainHandOver::one_kernel) {
+        DUET_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(products_) * sizeof(unsigned), stream));
+    }
+    if (hand_over == ChainHandOver::one_kernel) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(resident_blocks_);
+        config.blockDim = dim3(kChainThreads);
+        config.stream = stream;
+        // A cooperative launch fails rather than leaving blocks unscheduled, which would spin forever.
+        cudaLaunchAttribute cooperative{};
+        cooperative.id = cudaLaunchAttributeCooperative;
+        cooperative.val.cooperative = 1;
+        config.attrs = &cooperative;
+        config.numAttrs = 1;
+        DUET_CUDA_CHECK(cudaLaunchKernelEx(&config, chain_one_kernel, links_.as<const ChainLink>(), products_,
+                                           counts));
+        return;
+    }
+    for (int64_t p = 0; p < products_; ++p) {
+        const ChainLink l = link(p);
+        if (hand_over == ChainHandOver::duet_products) {
+            matvec_bf16(weights_of(p), vector(p), vector(p + 1), l.rows, in_cols(p), stream);
+            continue;
+        }
+        const unsigned blocks = static_cast<unsigned>((l.rows + kChainWarps - 1) / kChainWarps);
+        const unsigned previous_blocks = p > 0 ? static_cast<unsigned>((out_rows(p - 1) + kChainWarps - 1) / kChainWarps) : 0;
+        if (hand_over == ChainHandOver::kernel_end) {
+            launch_early(chain_product_kernel<false>, dim3(blocks), dim3(kChainThreads), 0, stream,
+                         "chain_product_kernel", l, static_cast<const unsigned*>(nullptr), 0u, counts + p);
+        } else {
+            launch_early(chain_product_kernel<true>, dim3(blocks), dim3(kChainThreads), 0, stream,
+                         "chain_product_kernel", l, p > 0 ? static_cast<const unsigned*>(counts + p - 1) : nullptr,
+                         previous_blocks, counts + p);
+        }
+    }
+}
+
+double ProductChain::median_pass_us(ChainHandOver hand_over, int repeats) {
+    require(repeats >= 1, "product chain: ", repeats, " timed passes");
+    StreamTimer timer;
+    cudaGraphExec_t graph = nullptr;
+    if (hand_over != ChainHandOver::one_kernel) {
+        cudaGraph_t recorded = nullptr;
+        DUET_CUDA_CHECK(cudaStreamBeginCapture(timer.stream(), cudaStreamCaptureModeThreadLocal));
+        run(hand_over, timer.stream());
+        DUET_CUDA_CHECK(cudaStreamEndCapture(timer.stream(), &recorded));
+        DUET_CUDA_CHECK(cudaGraphInstantiate(&graph, recorded, 0));
+        DUET_CUDA_CHECK(cudaGraphDestroy(recorded));
+    }
+    std::vector<double> ms = timer.run_ms(
+        [&] {
+            if (graph != nullptr) {
+                DUET_CUDA_CHECK(cudaGraphLaunch(graph, timer.stream()));
+            } else {
+                run(hand_over, timer.stream());
+            }
+        },
+        2, repeats);
+    if (graph != nullptr) DUET_CUDA_CHECK(cudaGraphExecDestroy(graph));
+    std::sort(ms.begin(), ms.end());
+    return 1000.0 * ms[ms.size() / 2];
+}
+
+std::vector<uint16_t> ProductChain::weights(int64_t p) const {
+    require(p >= 0 && p < products_, "product chain: no product ", p);
+    std::vector<uint16_t> w(static_cast<size_t>(rows_ * cols_));
+    DUET_CUDA_CHECK(cudaMemcpy(w.data(), weights_of(p), w.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+    return w;
+}
+
+std::vector<float> ProductChain::input() const {
+    std::vector<float> x(static_cast<size_t>(cols_));
+    DUET_CUDA_CHECK(cudaMemcpy(x.data(), vector(0), x.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return x;
+}
+
+std::vector<float> ProductChain::output() const {
+    std::vector<float> y(static_cast<size_t>(out_rows(products_ - 1)));
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
+    DUET_CUDA_CHECK(cudaMemcpy(y.data(), vector(products_), y.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return y;
+}
+
+}  // namespace duet::cuda
