@@ -27,7 +27,7 @@ int bench_product_chain(const Args& args) {
 #ifdef DUET_HAVE_CUDA
     const int64_t products = args.integer_or("--products", 64, 2, 4096);
     const int repeats = 20;
-    const int rounds = 5;
+    const int rounds = 8;  // each way first in two of them
     const size_t bandwidth_bytes = static_cast<size_t>(args.integer_or("--bandwidth-mib", 1024, 64, 1 << 20)) << 20;
     const double copy_gbs = cuda::measure_device_copy_bandwidth_gbs(bandwidth_bytes);
 
@@ -46,19 +46,26 @@ int bench_product_chain(const Args& args) {
         json::Value entry = json::Value::object();
         entry.set("weight_mb", json::Value(bytes / 1e6));
         entry.set("floor_us", json::Value(floor_us));
-        // The ways take turns, round after round, so that none is favoured by when it runs (clocks
-        // settling, the weights just written); each way's figure is the median over the rounds.
+        // The ways take turns, each round starting with the next one, so that none is favoured by
+        // what runs before it (clocks settling after the resident kernel's polling, the weights
+        // just written); each way's figure is the median over the rounds.
         const cuda::ChainHandOver ways[] = {cuda::ChainHandOver::duet_products, cuda::ChainHandOver::kernel_end,
                                             cuda::ChainHandOver::block_counts, cuda::ChainHandOver::one_kernel};
         std::vector<double> rounds_us[std::size(ways)];
         for (int round = 0; round < rounds; ++round) {
-            for (size_t i = 0; i < std::size(ways); ++i) rounds_us[i].push_back(chain.median_pass_us(ways[i], repeats));
+            for (size_t turn = 0; turn < std::size(ways); ++turn) {
+                const size_t i = (turn + static_cast<size_t>(round)) % std::size(ways);
+                rounds_us[i].push_back(chain.median_pass_us(ways[i], repeats));
+            }
         }
         for (size_t i = 0; i < std::size(ways); ++i) {
+            json::Value by_round = json::Value::array();  // in the order run, µs a product
+            for (double us : rounds_us[i]) by_round.push(json::Value(us / static_cast<double>(products)));
             std::sort(rounds_us[i].begin(), rounds_us[i].end());
             const double product_us = rounds_us[i][rounds_us[i].size() / 2] / static_cast<double>(products);
             const cuda::ChainHandOver way = ways[i];
             json::Value figures = json::Value::object();
+            figures.set("us_per_product_by_round", std::move(by_round));
             figures.set("us_per_product", json::Value(product_us));
             figures.set("us_beyond_bytes", json::Value(product_us - floor_us));
             figures.set("fraction_of_copy", json::Value(floor_us / product_us));
