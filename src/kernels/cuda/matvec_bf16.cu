@@ -25,30 +25,45 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 constexpr int kMinBlocksPerSm = 8;
 
+// The product kernels take their arguments as one struct, and find their row as the block's first row
+// plus the thread's row within the block. Measured on an H200 against separate parameters and a row
+// from the block's first thread: a chain of dependent 16–34 MB products 0.3–0.8 µs a product faster
+// (as fast as the chain's bare kernels), a decode step within its spread (bench/NOTES.md).
+template <int kLanes>
+__device__ __forceinline__ int64_t block_row(int64_t block) {
+    return block * (kThreadsPerBlock / kLanes) + threadIdx.x / kLanes;
+}
+
 // Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each, kLanes lanes a row (see
 // RowDot). With a norm weight the input is RMS-normalised on the fly (the row's lanes sum x² as they
 // read it, see NormedInput); with `add` the result is added to y (a residual stream) instead of
 // written.
+struct Vec8Launch {
+    const uint4* w;
+    const float4* x;
+    const float4* norm_weight;
+    float* y;
+    int64_t rows, chunks;
+    float eps;
+};
+
 template <bool kNorm, bool kAdd, int kLanes>
-__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
-    matvec_bf16_vec8_kernel(const uint4* __restrict__ w, const float4* __restrict__ x,
-                            const float4* __restrict__ norm_weight, float eps, float* __restrict__ y,
-                            int64_t rows, int64_t chunks) {
-    const int64_t row = (int64_t(blockIdx.x) * kThreadsPerBlock + threadIdx.x) / kLanes;
-    const bool active = row < rows;
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_vec8_kernel(Vec8Launch a) {
+    const int64_t row = block_row<kLanes>(blockIdx.x);
+    const bool active = row < a.rows;
     RowDot<kLanes> dot;
-    dot.start(w + (active ? row : 0) * chunks, active ? chunks : 0);
+    dot.start(a.w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
     wait_for_inputs();
     allow_next_kernel();
     float sum;
     if (kNorm) {
-        NormedInput input{x, norm_weight};
+        NormedInput input{a.x, a.norm_weight};
         sum = dot.finish(input);
-        sum *= rsqrtf(RowDot<kLanes>::group_sum(input.squares) / float(chunks * 8) + eps);
+        sum *= rsqrtf(RowDot<kLanes>::group_sum(input.squares) / float(a.chunks * 8) + a.eps);
     } else {
-        sum = dot.finish(PlainInput{x});
+        sum = dot.finish(PlainInput{a.x});
     }
-    if (active && threadIdx.x % kLanes == 0) y[row] = kAdd ? y[row] + sum : sum;
+    if (active && threadIdx.x % kLanes == 0) a.y[row] = kAdd ? a.y[row] + sum : sum;
 }
 
 template <int kLanes>
@@ -63,15 +78,23 @@ void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, flo
                         : (add ? matvec_bf16_vec8_kernel<false, true, kLanes>
                                : matvec_bf16_vec8_kernel<false, false, kLanes>);
     launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream,
-                 "matvec_bf16_vec8_kernel", w, x, norm_weight, eps, y, rows, chunks);
+                 "matvec_bf16_vec8_kernel", Vec8Launch{w, x, norm_weight, y, rows, chunks, eps});
 }
 
 // Two normalised products summed into one output row by row (matvec_bf16_normed_pair): a row's
 // lanes stream both matrices' rows at once, with half the loads each in flight.
+struct PairLaunch {
+    NormedPair pair;
+    float* y;
+    int64_t rows, chunks;
+    float eps;
+};
+
 template <bool kAdd, int kLanes>
-__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
-    matvec_bf16_pair_kernel(NormedPair p, float eps, float* __restrict__ y, int64_t rows, int64_t chunks) {
-    const int64_t row = (int64_t(blockIdx.x) * kThreadsPerBlock + threadIdx.x) / kLanes;
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_kernel(PairLaunch a) {
+    const NormedPair& p = a.pair;
+    const int64_t rows = a.rows, chunks = a.chunks;
+    const int64_t row = block_row<kLanes>(blockIdx.x);
     const bool active = row < rows;
     RowDot<kLanes, 2> dot[2];
     for (int i = 0; i < 2; ++i) {
@@ -83,9 +106,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     for (int i = 0; i < 2; ++i) {
         NormedInput input{reinterpret_cast<const float4*>(p.x[i]), reinterpret_cast<const float4*>(p.norm_weight[i])};
         const float dot_sum = dot[i].finish(input);
-        sum += dot_sum * rsqrtf(RowDot<kLanes, 2>::group_sum(input.squares) / float(chunks * 8) + eps);
+        sum += dot_sum * rsqrtf(RowDot<kLanes, 2>::group_sum(input.squares) / float(chunks * 8) + a.eps);
     }
-    if (active && threadIdx.x % kLanes == 0) y[row] = kAdd ? y[row] + sum : sum;
+    if (active && threadIdx.x % kLanes == 0) a.y[row] = kAdd ? a.y[row] + sum : sum;
 }
 
 template <int kLanes>
@@ -96,7 +119,7 @@ void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t 
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
     launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
                  dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_pair_kernel",
-                 pair, eps, y, rows, chunks);
+                 PairLaunch{pair, y, rows, chunks, eps});
 }
 
 // The products of a group: the grid's blocks are the matrices' row blocks one after another
@@ -104,6 +127,10 @@ void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t 
 struct GroupLaunch {
     MatvecGroup group;
     int64_t first_block[kMatvecGroupMax + 1];
+    const float4* x;
+    const float4* norm_weight;  // null without a norm
+    int64_t chunks;
+    float eps;
 };
 
 // The input of a normalised group, prepared once a block in shared memory: x · norm_weight, the lower
@@ -164,16 +191,15 @@ void launch_plain_or_normed(void (*plain)(Params...), void (*normed)(Params...),
 // With kNorm the group's input is rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
 template <int kLanes, bool kNorm>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
-    matvec_bf16_group_kernel(GroupLaunch g, const float4* __restrict__ x, const float4* __restrict__ norm_weight,
-                             float eps, int64_t chunks) {
+    matvec_bf16_group_kernel(GroupLaunch g) {
     int i = 0;
     while (i + 1 < g.group.count && int64_t(blockIdx.x) >= g.first_block[i + 1]) ++i;
-    const int64_t rows = g.group.rows[i];
-    const int64_t row = ((int64_t(blockIdx.x) - g.first_block[i]) * kThreadsPerBlock + threadIdx.x) / kLanes;
+    const int64_t rows = g.group.rows[i], chunks = g.chunks;
+    const int64_t row = block_row<kLanes>(int64_t(blockIdx.x) - g.first_block[i]);
     const bool active = row < rows;
     RowDot<kLanes> dot;
     dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
-    const float sum = finish_after_wait<kNorm>(dot, x, norm_weight, eps, chunks);
+    const float sum = finish_after_wait<kNorm>(dot, g.x, g.norm_weight, g.eps, chunks);
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
 }
 
@@ -181,34 +207,40 @@ template <int kLanes>
 void launch_group(const MatvecGroup& group, const float4* x, const float4* norm_weight, float eps, int64_t chunks,
                   cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
-    GroupLaunch g{group, {}};
+    GroupLaunch g{group, {}, x, norm_weight, chunks, eps};
     for (int i = 0; i < group.count; ++i) {
         g.first_block[i + 1] = g.first_block[i] + (group.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock;
     }
     const int64_t blocks = g.first_block[group.count];
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_group: ", blocks, " blocks exceed the grid limit");
     launch_plain_or_normed(matvec_bf16_group_kernel<kLanes, false>, matvec_bf16_group_kernel<kLanes, true>,
-                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_group_kernel", g, x,
-                           norm_weight, eps, chunks);
+                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_group_kernel", g);
 }
 
 // A SwiGLU's products of one input, y = silu(gate · x) · (up · x) (matvec_bf16_swiglu): a pair of rows
 // takes 2 · kLanes lanes of a warp, the lower kLanes streaming the gate's row and the upper the up
 // product's, so both are in flight at once; with kNorm the input is rmsnorm(x) as in the group.
+struct SwigluLaunch {
+    const uint4* gate;
+    const uint4* up;
+    const float4* x;
+    const float4* norm_weight;  // null without a norm
+    float* y;
+    int64_t rows, chunks;
+    float eps;
+};
+
 template <int kLanes, bool kNorm>
-__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
-    matvec_bf16_swiglu_kernel(const uint4* __restrict__ gate, const uint4* __restrict__ up,
-                              const float4* __restrict__ x, const float4* __restrict__ norm_weight, float eps,
-                              float* __restrict__ y, int64_t rows, int64_t chunks) {
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_swiglu_kernel(SwigluLaunch a) {
     static_assert(2 * kLanes <= kWarpSize, "a pair of rows fits in a warp");
-    const int64_t row = (int64_t(blockIdx.x) * kThreadsPerBlock + threadIdx.x) / (2 * kLanes);
-    const bool active = row < rows;
+    const int64_t row = block_row<2 * kLanes>(blockIdx.x);
+    const bool active = row < a.rows;
     const bool up_half = (threadIdx.x / kLanes) % 2 == 1;
     RowDot<kLanes> dot;
-    dot.start((up_half ? up : gate) + (active ? row : 0) * chunks, active ? chunks : 0);
-    const float sum = finish_after_wait<kNorm>(dot, x, norm_weight, eps, chunks);
+    dot.start((up_half ? a.up : a.gate) + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
+    const float sum = finish_after_wait<kNorm>(dot, a.x, a.norm_weight, a.eps, a.chunks);
     const float up_sum = __shfl_down_sync(0xFFFFFFFFu, sum, kLanes);  // the up half's sum, to the gate half
-    if (active && threadIdx.x % (2 * kLanes) == 0) y[row] = silu(sum) * up_sum;
+    if (active && threadIdx.x % (2 * kLanes) == 0) a.y[row] = silu(sum) * up_sum;
 }
 
 template <int kLanes>
@@ -218,8 +250,8 @@ void launch_swiglu(const uint4* gate, const uint4* up, const float4* x, const fl
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_swiglu: ", rows, " rows exceed the grid limit");
     launch_plain_or_normed(matvec_bf16_swiglu_kernel<kLanes, false>, matvec_bf16_swiglu_kernel<kLanes, true>,
-                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_swiglu_kernel", gate, up, x,
-                           norm_weight, eps, y, rows, chunks);
+                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_swiglu_kernel",
+                           SwigluLaunch{gate, up, x, norm_weight, y, rows, chunks, eps});
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
