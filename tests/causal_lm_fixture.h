@@ -50,6 +50,11 @@ inline void expect_greedy_matches(const CausalLM& model, Backend& backend, const
                   kFixtureTolerance)
             << "step " << j;
     }
+    // Without the step logits generation takes the model's own greedy step (next_greedy), which
+    // may choose on the backend: the same tokens.
+    const std::unique_ptr<SequenceState> fresh =
+        model.create_state(backend, static_cast<int64_t>(prompt.size() + greedy.size()));
+    EXPECT_EQ(generate_greedy(model, backend, *fresh, prompt, static_cast<int64_t>(greedy.size())).ids, greedy);
 }
 
 }  // namespace duet::testing

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "sample/greedy.h"
 
 namespace duet {
 
@@ -53,6 +54,16 @@ public:
     // id outside the vocabulary or more tokens than the state has room for.
     virtual std::vector<float> forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
                                        bool all_logits, const HiddenHook& hook = {}) const = 0;
+
+    // Runs one token, as forward does, and returns the greedy choice after it: the largest logit's
+    // index, the lowest on ties. A model may choose on the backend and read back only the token
+    // (a whole vocabulary of logits is the larger part of a decode step's traffic to the host).
+    virtual int32_t next_greedy(Backend& backend, SequenceState& state, int32_t id) const;
 };
+
+inline int32_t CausalLM::next_greedy(Backend& backend, SequenceState& state, int32_t id) const {
+    const std::vector<float> logits = forward(backend, state, std::span<const int32_t>(&id, 1), false);
+    return argmax(logits.data(), vocab());
+}
 
 }  // namespace duet

@@ -1,5 +1,6 @@
 // What a recorded decode step reads from the backend's memory, so one recording serves every step:
-// the input id and the position, written before each step; the step's output buffer; and the key
+// the input id and the position, written before each step; the step's output buffer and, for a step
+// that chooses its next token, where the choice goes; and the key
 // that names the recording, renewed whenever buffers the step uses are replaced.
 #pragma once
 
@@ -13,10 +14,12 @@ namespace duet {
 class StepSlots {
 public:
     StepSlots(Backend& backend, int64_t output_floats)
-        : ints_(backend.alloc(2)), output_(backend.alloc(static_cast<size_t>(output_floats))) {}
+        : ints_(backend.alloc(3)), output_(backend.alloc(static_cast<size_t>(output_floats))) {}
 
     const int32_t* id() const { return ints_.ints(); }
     const int32_t* position() const { return ints_.ints() + 1; }
+    // Where a step that also chooses its next token leaves it.
+    int32_t* choice() const { return ints_.ints() + 2; }
     float* output() const { return output_.data(); }
     const std::shared_ptr<const void>& key() const { return key_; }
 

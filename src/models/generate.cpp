@@ -25,10 +25,16 @@ GreedyOutput generate_greedy(const CausalLM& model, Backend& backend, SequenceSt
     const int64_t vocab = model.vocab();
     std::vector<float> logits = model.forward(backend, state, prompt, false);
     for (int64_t step = 0; step < count; ++step) {
-        const int32_t next = argmax(logits.data(), vocab);
-        out.ids.push_back(next);
+        if (step > 0) {
+            const int32_t last = out.ids.back();
+            if (!keep_step_logits) {  // the model's own greedy step: no logits come back
+                out.ids.push_back(model.next_greedy(backend, state, last));
+                continue;
+            }
+            logits = model.forward(backend, state, std::span<const int32_t>(&last, 1), false);
+        }
+        out.ids.push_back(argmax(logits.data(), vocab));
         if (keep_step_logits) out.step_logits.insert(out.step_logits.end(), logits.begin(), logits.end());
-        if (step + 1 < count) logits = model.forward(backend, state, std::span<const int32_t>(&next, 1), false);
     }
     return out;
 }

@@ -202,7 +202,7 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
     if (report) report(layers, sc.normed.data());
 }
 
-std::vector<float> Model::decode_step(Backend& b, State& s, int32_t id) const {
+const float* Model::decode_step(Backend& b, State& s, int32_t id) const {
     StepSlots& slots = s.step();
     slots.set(b, id, s.position());
     const StepPosition at{s.position(), slots.position(), s.capacity()};
@@ -213,13 +213,17 @@ std::vector<float> Model::decode_step(Backend& b, State& s, int32_t id) const {
         b.gather_embeddings(weights_.embed, g, 1, sc.h.data());
         run_layers(b, s, at, 1, sc, {});
         b.matmul(weights_.lm_head, sc.normed.data(), 1, slots.output());
+        // One recording serves both callers: the choice costs one small launch a step, and reading
+        // back its one token in place of the vocabulary's logits saves far more (bench/NOTES.md).
+        SamplingParams greedy;
+        greedy.temperature = 0.0f;
+        b.sample(slots.output(), 1, config_.vocab, greedy, DrawCounter{0, slots.position(), 0}, slots.choice());
         return static_cast<const float*>(slots.output());
     });
     s.advance(1);
-    std::vector<float> host(static_cast<size_t>(config_.vocab));
-    b.download(host.data(), logits, host.size());
-    return host;
+    return logits;
 }
+
 
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
                                   const HiddenHook& hook, std::vector<float>* final_hidden,
@@ -227,7 +231,11 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     const Config& c = config_;
     require_forward_fits(ids, c.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
-    if (n == 1 && !hook && final_hidden == nullptr && patches.empty()) return decode_step(b, s, ids[0]);
+    if (n == 1 && !hook && final_hidden == nullptr && patches.empty()) {
+        std::vector<float> host(static_cast<size_t>(c.vocab));
+        b.download(host.data(), decode_step(b, s, ids[0]), host.size());
+        return host;
+    }
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
     HiddenReporter report(b, hook, n, hidden);
@@ -290,11 +298,28 @@ size_t Model::decode_weight_bytes() const {
 
 namespace duet::nemotron_h {
 
-std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
-                                  bool all_logits, const HiddenHook& hook) const {
+namespace {
+
+State& own_state(SequenceState& state) {
     auto* own = dynamic_cast<State*>(&state);
     require(own != nullptr, "nemotron_h: the sequence state belongs to another architecture");
-    return forward(backend, *own, ids, all_logits, hook);
+    return *own;
+}
+
+}  // namespace
+
+std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
+                                  bool all_logits, const HiddenHook& hook) const {
+    return forward(backend, own_state(state), ids, all_logits, hook);
+}
+
+int32_t Model::next_greedy(Backend& backend, SequenceState& state, int32_t id) const {
+    State& s = own_state(state);
+    require_forward_fits(std::span<const int32_t>(&id, 1), config_.vocab, s);
+    decode_step(backend, s, id);
+    int32_t choice = 0;
+    backend.download_ints(&choice, s.step().choice(), 1);
+    return choice;
 }
 
 std::vector<std::pair<std::string, std::string>> Model::describe() const {

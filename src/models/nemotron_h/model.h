@@ -74,6 +74,8 @@ public:
     }
     std::vector<float> forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
                                bool all_logits, const HiddenHook& hook = {}) const override;
+    // The decode step's own greedy choice, made on the backend: only the token is read back.
+    int32_t next_greedy(Backend& backend, SequenceState& state, int32_t id) const override;
 
     struct Scratch;
 
@@ -92,8 +94,10 @@ private:
     // `report` (optional) receives the hidden states as a HiddenHook does.
     void run_layers(Backend& backend, State& state, const StepPosition& at, int64_t n, Scratch& sc,
                     const std::function<void(int64_t, const float*)>& report) const;
-    // One token at the state's position, as a step the backend may record and replay.
-    std::vector<float> decode_step(Backend& backend, State& state, int32_t id) const;
+    // One token at the state's position, as a step the backend may record and replay: leaves the
+    // logits in the step's output and their greedy choice in its choice slot, and advances the state.
+    // Returns the logits (backend memory).
+    const float* decode_step(Backend& backend, State& state, int32_t id) const;
 
     // Writes the patches' rows over the embeddings `h` [n, hidden] of this call's inputs.
     void apply_patches(Backend& backend, float* h, int64_t n, std::span<const EmbeddingPatch> patches) const;

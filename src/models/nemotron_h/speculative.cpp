@@ -30,12 +30,12 @@ GreedyOutput greedy_decode(const Model& model, Backend& backend, State& state, c
     require_generation_fits(r.prompt, r.max_new, state);
     GreedyOutput out;
     if (r.max_new == 0) return out;
-    std::vector<float> logits = model.forward(backend, state, r.prompt, false, {}, nullptr, r.patches);
-    while (true) {
-        out.ids.push_back(argmax(logits.data(), model.vocab()));
-        if (out.ids.back() == r.stop || static_cast<int64_t>(out.ids.size()) == r.max_new) return out;
-        logits = model.forward(backend, state, std::span<const int32_t>(&out.ids.back(), 1), false);
+    const std::vector<float> logits = model.forward(backend, state, r.prompt, false, {}, nullptr, r.patches);
+    out.ids.push_back(argmax(logits.data(), model.vocab()));
+    while (out.ids.back() != r.stop && static_cast<int64_t>(out.ids.size()) < r.max_new) {
+        out.ids.push_back(model.next_greedy(backend, state, out.ids.back()));
     }
+    return out;
 }
 
 GreedyOutput speculative_greedy(const Model& model, Backend& backend, State& state, std::span<const int32_t> prompt,
