@@ -57,4 +57,21 @@ inline void expect_greedy_matches(const CausalLM& model, Backend& backend, const
     EXPECT_EQ(generate_greedy(model, backend, *fresh, prompt, static_cast<int64_t>(greedy.size())).ids, greedy);
 }
 
+// The greedy step refuses what forward refuses, leaving the state where it was, and chooses what
+// forward's logits choose.
+inline void expect_greedy_step_checks(const CausalLM& model, Backend& backend, int32_t id) {
+    const std::unique_ptr<SequenceState> state = model.create_state(backend, 1);
+    const auto vocab = static_cast<int32_t>(model.vocab());
+    EXPECT_THROW(model.next_greedy(backend, *state, vocab), Error);
+    EXPECT_THROW(model.next_greedy(backend, *state, -1), Error);
+    EXPECT_EQ(state->position(), 0);
+    const int32_t first = model.next_greedy(backend, *state, id);
+    const std::unique_ptr<SequenceState> other = model.create_state(backend, 1);
+    const std::vector<float> logits = model.forward(backend, *other, std::span<const int32_t>(&id, 1), false);
+    EXPECT_EQ(first, argmax(logits.data(), vocab));
+    EXPECT_EQ(state->position(), 1);
+    EXPECT_THROW(model.next_greedy(backend, *state, first), Error);
+    EXPECT_EQ(state->position(), 1);
+}
+
 }  // namespace duet::testing

@@ -50,6 +50,10 @@ TEST_F(Qwen35MoeFixture, GreedyContinuationMatches) {
     duet::testing::expect_greedy_matches(Model::load(dir_), *backend_, *expected_);
 }
 
+TEST_F(Qwen35MoeFixture, GreedyStepChecksItsInputs) {
+    duet::testing::expect_greedy_step_checks(Model::load(dir_), *backend_, prompt_[0]);
+}
+
 // Every piece of a state, compared buffer by buffer.
 void expect_same_state(State& a, State& b, double tolerance) {
     EXPECT_EQ(a.position(), b.position());

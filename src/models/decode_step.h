@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -27,6 +28,26 @@ public:
     void set(Backend& backend, int32_t id, int64_t position) {
         const int32_t values[2] = {id, static_cast<int32_t>(position)};
         backend.upload_ints(ints_.ints(), values, 2);
+    }
+    // The last op of a step that chooses its next token: the greedy choice over the step's output
+    // (`vocab` logits; the largest, the lowest index on ties) into choice(). One recording then
+    // serves callers that read the logits and callers that read only the token: the choice costs one
+    // small launch a step, reading back a token in place of a vocabulary of logits saves far more.
+    void choose_greedy(Backend& backend, int64_t vocab) const {
+        SamplingParams greedy;
+        greedy.temperature = 0.0f;
+        backend.sample(output(), 1, vocab, greedy, DrawCounter{0, position(), 0}, choice());
+    }
+    // What the last step left: its `count` logits, or its chosen token.
+    std::vector<float> read_output(Backend& backend, int64_t count) const {
+        std::vector<float> host(static_cast<size_t>(count));
+        backend.download(host.data(), output(), host.size());
+        return host;
+    }
+    int32_t read_choice(Backend& backend) const {
+        int32_t token = 0;
+        backend.download_ints(&token, choice(), 1);
+        return token;
     }
     // Forgets recordings made so far (their buffers are about to change).
     void renew() { key_ = std::make_shared<int>(0); }

@@ -202,26 +202,21 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
     if (report) report(layers, sc.normed.data());
 }
 
-const float* Model::decode_step(Backend& b, State& s, int32_t id) const {
+void Model::decode_step(Backend& b, State& s, int32_t id) const {
     StepSlots& slots = s.step();
     slots.set(b, id, s.position());
     const StepPosition at{s.position(), slots.position(), s.capacity()};
-    const float* logits = b.run_step(slots.key(), [&] {
+    b.run_step(slots.key(), [&] {
         Scratch sc(config_, b, 1);
         EmbeddingGather g;
         g.ids = slots.id();
         b.gather_embeddings(weights_.embed, g, 1, sc.h.data());
         run_layers(b, s, at, 1, sc, {});
         b.matmul(weights_.lm_head, sc.normed.data(), 1, slots.output());
-        // One recording serves both callers: the choice costs one small launch a step, and reading
-        // back its one token in place of the vocabulary's logits saves far more (bench/NOTES.md).
-        SamplingParams greedy;
-        greedy.temperature = 0.0f;
-        b.sample(slots.output(), 1, config_.vocab, greedy, DrawCounter{0, slots.position(), 0}, slots.choice());
+        slots.choose_greedy(b, config_.vocab);
         return static_cast<const float*>(slots.output());
     });
     s.advance(1);
-    return logits;
 }
 
 
@@ -232,9 +227,8 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
     require_forward_fits(ids, c.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
     if (n == 1 && !hook && final_hidden == nullptr && patches.empty()) {
-        std::vector<float> host(static_cast<size_t>(c.vocab));
-        b.download(host.data(), decode_step(b, s, ids[0]), host.size());
-        return host;
+        decode_step(b, s, ids[0]);
+        return s.step().read_output(b, c.vocab);
     }
     Scratch sc(c, b, n);
     const int64_t hidden = c.hidden;
@@ -317,9 +311,7 @@ int32_t Model::next_greedy(Backend& backend, SequenceState& state, int32_t id) c
     State& s = own_state(state);
     require_forward_fits(std::span<const int32_t>(&id, 1), config_.vocab, s);
     decode_step(backend, s, id);
-    int32_t choice = 0;
-    backend.download_ints(&choice, s.step().choice(), 1);
-    return choice;
+    return s.step().read_choice(backend);
 }
 
 std::vector<std::pair<std::string, std::string>> Model::describe() const {

@@ -96,8 +96,7 @@ private:
                     const std::function<void(int64_t, const float*)>& report) const;
     // One token at the state's position, as a step the backend may record and replay: leaves the
     // logits in the step's output and their greedy choice in its choice slot, and advances the state.
-    // Returns the logits (backend memory).
-    const float* decode_step(Backend& backend, State& state, int32_t id) const;
+    void decode_step(Backend& backend, State& state, int32_t id) const;
 
     // Writes the patches' rows over the embeddings `h` [n, hidden] of this call's inputs.
     void apply_patches(Backend& backend, float* h, int64_t n, std::span<const EmbeddingPatch> patches) const;

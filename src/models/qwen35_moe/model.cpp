@@ -120,30 +120,31 @@ std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t>
                                   const HiddenHook& hook, int64_t delta_rule_chunk) const {
     require_forward_fits(ids, config_.vocab, s);
     const int64_t n = static_cast<int64_t>(ids.size());
-    if (n == 1 && !hook) return decode_step(b, s, ids[0]);
+    if (n == 1 && !hook) {
+        decode_step(b, s, ids[0]);
+        return s.step().read_output(b, config_.vocab);
+    }
     Buffer rows = b.alloc(static_cast<size_t>(n * config_.hidden));
     b.embed(weights_.embed, ids.data(), n, rows.data());
     forward_rows(b, s, rows.data(), n, rows.data(), hook, delta_rule_chunk);
     return lm_head_logits(b, weights_.lm_head, rows.data(), n, all_logits ? n : 1);
 }
 
-std::vector<float> Model::decode_step(Backend& b, State& s, int32_t id) const {
+void Model::decode_step(Backend& b, State& s, int32_t id) const {
     StepSlots& slots = s.step();
     slots.set(b, id, s.position());
     const StepPosition at{s.position(), slots.position(), s.capacity()};
-    const float* logits = b.run_step(slots.key(), [&] {
+    b.run_step(slots.key(), [&] {
         Buffer row = b.alloc(static_cast<size_t>(config_.hidden));
         EmbeddingGather g;
         g.ids = slots.id();
         b.gather_embeddings(weights_.embed, g, 1, row.data());
         step_row(b, s, row.data(), row.data(), at);
         b.matmul(weights_.lm_head, row.data(), 1, slots.output());
+        slots.choose_greedy(b, config_.vocab);
         return static_cast<const float*>(slots.output());
     });
     s.advance(1);
-    std::vector<float> host(static_cast<size_t>(config_.vocab));
-    b.download(host.data(), logits, host.size());
-    return host;
 }
 
 void Model::step_row(Backend& b, State& s, const float* row, float* normed, const StepPosition& at) const {
@@ -189,11 +190,26 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
     report(layers, normed);
 }
 
-std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
-                                  bool all_logits, const HiddenHook& hook) const {
+namespace {
+
+State& own_state(SequenceState& state) {
     auto* own = dynamic_cast<State*>(&state);
     require(own != nullptr, "qwen35_moe: the sequence state belongs to another architecture");
-    return forward(backend, *own, ids, all_logits, hook);
+    return *own;
+}
+
+}  // namespace
+
+std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
+                                  bool all_logits, const HiddenHook& hook) const {
+    return forward(backend, own_state(state), ids, all_logits, hook);
+}
+
+int32_t Model::next_greedy(Backend& backend, SequenceState& state, int32_t id) const {
+    State& s = own_state(state);
+    require_forward_fits(std::span<const int32_t>(&id, 1), config_.vocab, s);
+    decode_step(backend, s, id);
+    return s.step().read_choice(backend);
 }
 
 size_t Model::decode_state_bytes(int64_t position) const {

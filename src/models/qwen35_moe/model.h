@@ -69,6 +69,8 @@ public:
     }
     std::vector<float> forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
                                bool all_logits, const HiddenHook& hook = {}) const override;
+    // The decode step's own greedy choice, made on the backend: only the token is read back.
+    int32_t next_greedy(Backend& backend, SequenceState& state, int32_t id) const override;
     // Every dense matrix, the router, the shared expert and top-k experts per layer, one embedding
     // row and the LM head.
     size_t decode_weight_bytes() const override;
@@ -78,8 +80,9 @@ public:
 private:
     void run_layers(Backend& backend, State& state, const float* rows, int64_t n, float* normed,
                     const StepPosition& at, const HiddenHook& hook, int64_t delta_rule_chunk) const;
-    // One token at the state's position, as a step the backend may record and replay.
-    std::vector<float> decode_step(Backend& backend, State& state, int32_t id) const;
+    // One token at the state's position, as a step the backend may record and replay: leaves the
+    // logits in the step's output and their greedy choice in its choice slot, and advances the state.
+    void decode_step(Backend& backend, State& state, int32_t id) const;
 
     Model(Config config, Weights weights, Layout layout, size_t tensor_count, size_t tensor_bytes)
         : config_(std::move(config)), weights_(std::move(weights)), layout_(std::move(layout)),
