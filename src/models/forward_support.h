@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/error.h"
 #include "models/causal_lm.h"
 
 namespace duet {
@@ -14,6 +15,14 @@ namespace duet {
 // Throws, before anything runs, for no tokens, an id outside [0, vocab) or more tokens than the
 // state has room for.
 void require_forward_fits(std::span<const int32_t> ids, int64_t vocab, const SequenceState& state);
+
+// The architecture's own state behind a SequenceState; throws, naming `arch`, for another's.
+template <typename State>
+State& own_state(SequenceState& state, const char* arch) {
+    auto* own = dynamic_cast<State*>(&state);
+    require(own != nullptr, arch, ": the sequence state belongs to another architecture");
+    return *own;
+}
 
 // Hands hidden states [n, hidden] to a hook on the host; does nothing without a hook.
 class HiddenReporter {

@@ -190,23 +190,13 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
     report(layers, normed);
 }
 
-namespace {
-
-State& own_state(SequenceState& state) {
-    auto* own = dynamic_cast<State*>(&state);
-    require(own != nullptr, "qwen35_moe: the sequence state belongs to another architecture");
-    return *own;
-}
-
-}  // namespace
-
 std::vector<float> Model::forward(Backend& backend, SequenceState& state, std::span<const int32_t> ids,
                                   bool all_logits, const HiddenHook& hook) const {
-    return forward(backend, own_state(state), ids, all_logits, hook);
+    return forward(backend, own_state<State>(state, "qwen35_moe"), ids, all_logits, hook);
 }
 
 int32_t Model::next_greedy(Backend& backend, SequenceState& state, int32_t id) const {
-    State& s = own_state(state);
+    State& s = own_state<State>(state, "qwen35_moe");
     require_forward_fits(std::span<const int32_t>(&id, 1), config_.vocab, s);
     decode_step(backend, s, id);
     return s.step().read_choice(backend);
