@@ -219,7 +219,6 @@ void Model::decode_step(Backend& b, State& s, int32_t id) const {
     s.advance(1);
 }
 
-
 std::vector<float> Model::forward(Backend& b, State& s, std::span<const int32_t> ids, bool all_logits,
                                   const HiddenHook& hook, std::vector<float>* final_hidden,
                                   std::span<const EmbeddingPatch> patches) const {
