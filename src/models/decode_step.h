@@ -1,7 +1,7 @@
 // What a recorded decode step reads from the backend's memory, so one recording serves every step:
 // the input id and the position, written before each step; the step's output buffer and, for a step
-// that chooses its next token, where the choice goes; and the key
-// that names the recording, renewed whenever buffers the step uses are replaced.
+// that chooses its next token, where the choice goes; and the key that names the recording, renewed
+// whenever buffers the step uses are replaced.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@ public:
     // small launch a step, reading back a token in place of a vocabulary of logits saves far more.
     void choose_greedy(Backend& backend, int64_t vocab) const {
         SamplingParams greedy;
-        greedy.temperature = 0.0f;
+        greedy.temperature = 0.0f;  // the argmax: no random draw is made, so any counter will do
         backend.sample(output(), 1, vocab, greedy, DrawCounter{0, position(), 0}, choice());
     }
     // What the last step left: its `count` logits, or its chosen token.
