@@ -272,7 +272,7 @@ TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
 // Two normalised products summed into one output (Drama 3's eh_proj): one token in one kernel at
 // rows of 8, 16 and 32 lanes, more tokens as two fused products.
 TEST_F(CudaBackendOps, NormedPairOfProducts) {
-    for (int64_t cols : {264, 2048, 4096}) {
+    for (int64_t cols : {264, 640, 2048, 4096}) {
         const int64_t rows = 70;
         const std::vector<uint16_t> wa = random_bf16(rng_, rows * cols, 0.1f), wb = random_bf16(rng_, rows * cols, 0.1f);
         const std::vector<float> na = random_values(rng_, cols, 0.5f, 1.5f), nb = random_values(rng_, cols, 0.5f, 1.5f);

@@ -81,8 +81,11 @@ void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, flo
                  "matvec_bf16_vec8_kernel", Vec8Launch{w, x, norm_weight, y, rows, chunks, eps});
 }
 
-// Two normalised products summed into one output row by row (matvec_bf16_normed_pair): a row's
-// lanes stream both matrices' rows at once, with half the loads each in flight.
+// Two normalised products summed into one output row by row (matvec_bf16_normed_pair): each row's
+// two halves are two lane groups side by side, each streaming its matrix's row with a plain
+// product's loads in flight, so a row takes as many rounds of loads as one product's. (One group
+// streaming both rows in turn took twice the rounds: the tower input's pair ran at half the speed
+// of a single product of its size.)
 struct PairLaunch {
     NormedPair pair;
     float* y;
@@ -92,29 +95,33 @@ struct PairLaunch {
 
 template <bool kAdd, int kLanes>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_kernel(PairLaunch a) {
+    constexpr int kGroups = kThreadsPerBlock / kLanes;  // two a row
+    __shared__ float halves[kGroups];
     const NormedPair& p = a.pair;
-    const int64_t rows = a.rows, chunks = a.chunks;
-    const int64_t row = block_row<kLanes>(blockIdx.x);
-    const bool active = row < rows;
-    RowDot<kLanes, 2> dot[2];
-    for (int i = 0; i < 2; ++i) {
-        dot[i].start(reinterpret_cast<const uint4*>(p.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
-    }
+    const int group = threadIdx.x / kLanes, half = group % 2;
+    const int64_t row = int64_t(blockIdx.x) * (kGroups / 2) + group / 2;
+    const bool active = row < a.rows;
+    const uint4* w = reinterpret_cast<const uint4*>(half == 0 ? p.w[0] : p.w[1]);
+    RowDot<kLanes> dot;
+    dot.start(w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
     wait_for_inputs();
     allow_next_kernel();
-    float sum = 0.0f;
-    for (int i = 0; i < 2; ++i) {
-        NormedInput input{reinterpret_cast<const float4*>(p.x[i]), reinterpret_cast<const float4*>(p.norm_weight[i])};
-        const float dot_sum = dot[i].finish(input);
-        sum += dot_sum * rsqrtf(RowDot<kLanes, 2>::group_sum(input.squares) / float(chunks * 8) + a.eps);
+    NormedInput input{reinterpret_cast<const float4*>(half == 0 ? p.x[0] : p.x[1]),
+                      reinterpret_cast<const float4*>(half == 0 ? p.norm_weight[0] : p.norm_weight[1])};
+    const float dot_sum = dot.finish(input);
+    const float product = dot_sum * rsqrtf(RowDot<kLanes>::group_sum(input.squares) / float(a.chunks * 8) + a.eps);
+    if (threadIdx.x % kLanes == 0) halves[group] = product;
+    __syncthreads();
+    if (active && half == 0 && threadIdx.x % kLanes == 0) {
+        const float sum = halves[group] + halves[group + 1];
+        a.y[row] = kAdd ? a.y[row] + sum : sum;
     }
-    if (active && threadIdx.x % kLanes == 0) a.y[row] = kAdd ? a.y[row] + sum : sum;
 }
 
 template <int kLanes>
 void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t chunks,
                  cudaStream_t stream) {
-    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
+    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes / 2;
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
     launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
