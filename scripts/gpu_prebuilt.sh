@@ -3,9 +3,10 @@
 # as .deb files in .debs/) on the GPU machine, so a device call spends no time compiling. The test
 # binaries name the fixtures and the duet binary by the paths of the machine that built them
 # (/work/main/build, /work/shared/fixtures); this script lays those paths out here.
-# Usage: scripts/gpu_prebuilt.sh BIN_DIR FIXTURES_DIR LOG_DIR [CMD...]: the commands run in order,
-# each with `duet` and `duet_cuda_tests` in build/ as on the building machine and $REPO naming the
-# checkout (where other binaries carried in BIN_DIR stay).
+# Usage: [STEP_SECONDS=N] scripts/gpu_prebuilt.sh BIN_DIR FIXTURES_DIR LOG_DIR [CMD...]: the commands
+# run in order, each with `duet` and `duet_cuda_tests` in build/ as on the building machine and $REPO
+# naming the checkout (where other binaries carried in BIN_DIR stay). scripts/ab_prebuilt.sh and
+# scripts/peer_session.sh are commands made for it.
 # Beforehand, on the building machine (a checkout at /work/main): `cmake -S . -B build && cmake
 # --build build --target duet duet_cuda_tests`, copy both binaries into BIN_DIR, and fill .debs/ with
 # `apt-get download libsndfile1 libflac12 libvorbis0a libvorbisenc2 libopus0 libogg0 libmpg123-0
@@ -27,8 +28,10 @@ if [ "$repo" != /work/main ]; then
   ln -sfn "$repo/scripts" scripts
   ln -sfn "$repo/bench" bench
 fi
+# Each command is stopped after STEP_SECONDS (default 300; exit 124): a kernel that hangs must not
+# spend the rest of the call, and the commands after it still run.
 for cmd in "$@"; do
   echo "== $cmd" >> "$logs/commands.txt"
-  bash -c "$cmd" >> "$logs/commands.txt" 2>&1
+  timeout "${STEP_SECONDS:-300}" bash -c "$cmd" >> "$logs/commands.txt" 2>&1
   echo "exit $?" >> "$logs/commands.txt"
 done
