@@ -9,7 +9,9 @@ out=${1:?out dir}
 mkdir -p "$out"
 cd /work/main
 pip list 2>/dev/null | grep -iE "^(torch|transformers) " > "$out/versions.txt"
-duet() { timeout 120 ./build/duet bench --device cuda --arch "$1" --preset "$2" --random-weights "${@:3}" 2>> "$out/stderr.txt"; }
+duet() {
+  timeout 120 ./build/duet bench --device cuda --arch "$1" --preset "$2" --random-weights "${@:3}" 2>> "$out/stderr.txt"
+}
 peer() { timeout 300 python3 bench/peer_transformers.py "$@" 2>> "$out/peer_stderr.txt"; }
 for spec in "nemotron_h nano" "drama3 a3b"; do duet $spec >> "$out/final.jsonl"; done
 peer --arch nemotron_h --preset nano >> "$out/final.jsonl"
