@@ -288,9 +288,18 @@ __global__ void __launch_bounds__(kDeltaThreads) gated_delta_rule_kernel(GatedDe
 constexpr int kAttentionWarps = 4;
 constexpr int kAttentionThreads = kAttentionWarps * kWarpSize;
 constexpr int kAttentionStages = 4;
-constexpr int64_t kKeysPerSplit = 32;      // the fewest keys a split is given
+constexpr int64_t kSplitBytes = 32 * 1024;  // the least cache (keys and values) a split is given
 constexpr int64_t kAttentionBlocks = 264;  // blocks to aim for: two per SM of an H100 / H200
 constexpr int64_t kMaxSplits = 512;
+
+// The fewest keys a split is given: a split's block streams its keys and values through one SM, so
+// a split of too many bytes waits on that SM's share of the memory (64 KiB splits of 256-wide
+// heads were slower than 32 KiB), while more splits than that cost more in the combine than they
+// save.
+__host__ __device__ constexpr int64_t fewest_keys_per_split(int64_t head_dim) {
+    const int64_t keys = kSplitBytes / (2 * head_dim * int64_t(sizeof(float)));
+    return keys > 8 ? keys : 8;
+}
 
 // How the visible keys fall into splits when the kernels run.
 struct AttentionSpan {
@@ -304,7 +313,7 @@ __device__ __forceinline__ AttentionSpan attention_span(const AttentionArgs& a, 
     AttentionSpan span;
     span.pos = a.position != nullptr ? int64_t(*a.position) : a.pos;
     span.total = min(span.pos + a.n, bound);
-    span.chunk = max(kKeysPerSplit, (span.total + splits - 1) / splits);
+    span.chunk = max(fewest_keys_per_split(a.head_dim), (span.total + splits - 1) / splits);
     span.active = (span.total + span.chunk - 1) / span.chunk;
     return span;
 }
@@ -385,7 +394,6 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
     float* stages = reinterpret_cast<float*>(stage_memory);
     __shared__ float warp_best[kAttentionWarps][GMAX], warp_total[kAttentionWarps][GMAX];
     __shared__ float row_best[GMAX], row_total[GMAX];  // base-2 maximum and sum of each row
-    __shared__ float merged[GMAX][DPL * kWarpSize];
     unsigned block = blockIdx.x;
     const int64_t split = block % unsigned(splits);
     block /= unsigned(splits);
@@ -405,9 +413,15 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
     const float* values = a.v_cache + kvh * hd;
     const int64_t tiles = limit > first ? (limit - first + kTile - 1) / kTile : 0;
 
-    // Tile `tile` of the split into its stage, each warp taking 2·KU of its key and value rows; rows
-    // past the visible keys are left as they are (never weighed). Every call commits a group, empty
-    // or not.
+    // Rows of a stage that are never copied (past the visible keys) and dims past head_dim must read
+    // finite values: they meet a zero weight or a zero query dim. Whole rows of head_dim are copied
+    // by the wide path, so there only the value rows past the visible keys are zeroed as the last
+    // tile is fetched; otherwise the stages are zeroed first.
+    const bool zero_stages = !wide_copies || hd != kRow;
+
+    // Tile `tile` of the split into its stage, each warp taking 2·KU of its key and value rows; key
+    // rows past the visible keys are left as they are (never weighed). Every call commits a group,
+    // empty or not.
     auto fetch = [&](int64_t tile) {
         if (tile < tiles) {
             float* stage = stages + int(tile % kAttentionStages) * kStageFloats;
@@ -424,6 +438,13 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
                             const int c = 4 * lane + x * 4 * kWarpSize;
                             if (c < hd) copy_async_16(dst + c, src + c);
                         }
+                    } else if (rr >= kTile && !zero_stages) {
+                        float* dst = stage + rr * kRow;
+#pragma unroll
+                        for (int x = 0; x < (DPL + 3) / 4; ++x) {
+                            const int c = 4 * lane + x * 4 * kWarpSize;
+                            if (c < hd) *reinterpret_cast<float4*>(dst + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                        }
                     }
                 }
             } else {
@@ -432,13 +453,14 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
         }
         copy_async_commit();
     };
-    // The stages start zeroed: rows past the visible keys (never copied, later holding older keys)
-    // and the dims past head_dim (never copied) then read finite values, which meet a zero weight or
-    // a zero query dim, so no read is guarded.
-    for (int e = threadIdx.x; e < kAttentionStages * kStageFloats / 4; e += kAttentionThreads) {
-        stage_memory[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // Zeroing all the stages (64 KiB) took a microsecond, a tenth of the kernel, hence only when
+    // the copies leave more than rows to zero.
+    if (zero_stages) {
+        for (int e = threadIdx.x; e < kAttentionStages * kStageFloats / 4; e += kAttentionThreads) {
+            stage_memory[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        __syncthreads();
     }
-    __syncthreads();
 #pragma unroll
     for (int s = 0; s < kAttentionStages - 1; ++s) fetch(s);
 
@@ -541,22 +563,14 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
     }
     copy_async_wait<0>();  // the trailing groups are empty; leave none behind
 
-    // The warps' softmax states merged: maxima and sums first, then the rescaled value sums added
-    // in warp order (so the result does not depend on timing).
+    // The warps' softmax states merged: maxima and sums first, then each warp's rescaled value sums
+    // into the stages (free once every warp is past the loop) and added up in warp order, so the
+    // result does not depend on timing. Two barriers: one a warp in turn cost a microsecond.
     if ((lane & ((1 << kOwnerShift) - 1)) == 0) {
         warp_best[warp][own] = best;
         warp_total[warp][own] = sum;
     }
     __syncthreads();
-    float weight[GMAX];
-#pragma unroll
-    for (int g = 0; g < GMAX; ++g) {
-        float top = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < kAttentionWarps; ++w) top = fmaxf(top, warp_best[w][g]);
-        const float mine = warp_best[warp][g];
-        weight[g] = mine == -INFINITY ? 0.0f : exp2f(mine - top);
-    }
     if (threadIdx.x < rows) {
         const int g = threadIdx.x;
         float top = -INFINITY, total = 0.0f;
@@ -567,36 +581,38 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
         row_best[g] = top;
         row_total[g] = total;
     }
-    for (int w = 0; w < kAttentionWarps; ++w) {
-        if (warp == w) {
+    static_assert(kAttentionWarps * GMAX * kRow <= kAttentionStages * kStageFloats, "the merge fits the stages");
+    float* scaled = stages;  // [warp][row][32 · DPL]
 #pragma unroll
-            for (int g = 0; g < GMAX; ++g) {
-                if (g >= rows) break;
+    for (int g = 0; g < GMAX; ++g) {
+        if (g >= rows) break;
+        float top = -INFINITY;
 #pragma unroll
-                for (int i = 0; i < DPL; ++i) {
-                    const int d = lane + i * kWarpSize;
-                    const float value = acc[g][i] * weight[g];
-                    merged[g][d] = w == 0 ? value : merged[g][d] + value;
-                }
-            }
-        }
-        __syncthreads();
+        for (int w = 0; w < kAttentionWarps; ++w) top = fmaxf(top, warp_best[w][g]);
+        const float mine = warp_best[warp][g];
+        const float weight = mine == -INFINITY ? 0.0f : exp2f(mine - top);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) scaled[(warp * GMAX + g) * kRow + lane + i * kWarpSize] = acc[g][i] * weight;
     }
+    __syncthreads();
+    auto merged = [&](int g, int d) {
+        float value = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kAttentionWarps; ++w) value += scaled[(w * GMAX + g) * kRow + d];
+        return value;
+    };
 
     if (splits == 1) {
-        for (int g = 0; g < rows; ++g) {
-            float* out = a.out + (t * a.heads + h0 + g) * hd;
-            const float* gate = output_gate_of(a, t, h0 + g);
-            for (int d = threadIdx.x; d < hd; d += kAttentionThreads) {
-                out[d] = gated(merged[g][d] / row_total[g], gate, d);
-            }
+        for (int e = threadIdx.x; e < rows * hd; e += kAttentionThreads) {
+            const int g = e / hd, d = e % hd;
+            a.out[(t * a.heads + h0 + g) * hd + d] = gated(merged(g, d) / row_total[g], output_gate_of(a, t, h0 + g), d);
         }
         return;
     }
     const int64_t record = hd + 2;
-    for (int g = 0; g < rows; ++g) {
-        float* out = partial + ((t * a.heads + h0 + g) * splits + split) * record;
-        for (int d = threadIdx.x; d < hd; d += kAttentionThreads) out[d] = merged[g][d];
+    for (int e = threadIdx.x; e < rows * hd; e += kAttentionThreads) {
+        const int g = e / hd, d = e % hd;
+        partial[((t * a.heads + h0 + g) * splits + split) * record + d] = merged(g, d);
     }
     if (threadIdx.x < rows) {
         const int g = threadIdx.x;
@@ -701,7 +717,8 @@ AttentionPlan plan_attention(const AttentionArgs& a) {
     p.group_chunks = (group + p.group_rows - 1) / p.group_rows;
     p.bound = a.position != nullptr ? a.capacity : a.pos + a.n;
     const int64_t units = a.n * a.kv_heads * p.group_chunks;
-    const int64_t by_keys = (p.bound + kKeysPerSplit - 1) / kKeysPerSplit;
+    const int64_t fewest_keys = fewest_keys_per_split(a.head_dim);
+    const int64_t by_keys = (p.bound + fewest_keys - 1) / fewest_keys;
     const int64_t by_blocks = std::max<int64_t>(1, kAttentionBlocks / units);
     p.splits = std::clamp<int64_t>(std::min(by_keys, by_blocks), 1, kMaxSplits);
     return p;
