@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/buffer.h"
+#include "base/error.h"
 #include "sample/sampler.h"
 #include "tensor/matrix.h"
 
@@ -210,10 +211,15 @@ struct FusedProduct {
 };
 
 // One of the two products Backend::matmul_normed_pair sums: w · rmsnorm(x) with the norm's weights.
+// For one token x may instead be an embedding: row *row_id of `table` ([.., w.cols]; a negative id
+// is a zero row), which a backend may read in place and otherwise gathers into row_scratch [w.cols].
 struct NormedProduct {
     MatrixView w;
     const float* x = nullptr;
     const float* norm_weight = nullptr;
+    const MatrixView* table = nullptr;
+    const int32_t* row_id = nullptr;
+    float* row_scratch = nullptr;
 };
 
 // One product of a group that shares its input (Backend::matmul_group): out = x · wᵀ.
@@ -306,8 +312,18 @@ public:
     // b.w of the same rows. A backend may run it as one kernel; the result equals two fused products.
     virtual void matmul_normed_pair(const NormedProduct& a, const NormedProduct& b, int64_t n, float eps, float* out,
                                     bool add) {
-        matmul_fused(a.w, a.x, n, out, FusedProduct{a.norm_weight, eps, add});
-        matmul_fused(b.w, b.x, n, out, FusedProduct{b.norm_weight, eps, true});
+        matmul_fused(a.w, normed_pair_input(a, n), n, out, FusedProduct{a.norm_weight, eps, add});
+        matmul_fused(b.w, normed_pair_input(b, n), n, out, FusedProduct{b.norm_weight, eps, true});
+    }
+    // A normed pair's product's input: p.x, or its embedding row gathered into p.row_scratch.
+    const float* normed_pair_input(const NormedProduct& p, int64_t n) {
+        if (p.table == nullptr) return p.x;
+        require(n == 1 && p.row_id != nullptr && p.row_scratch != nullptr && p.table->cols == p.w.cols,
+                "matmul_normed_pair: an embedding input is one token's row, with scratch, as wide as its matrix");
+        EmbeddingGather row;
+        row.ids = p.row_id;
+        gather_embeddings(*p.table, row, 1, p.row_scratch);
+        return p.row_scratch;
     }
     // Several products of the same x [n, cols] (a layer's projections of one normalised input), each
     // into its own output. A backend may run them as one kernel; the results equal matmul's.

@@ -270,9 +270,10 @@ TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
 }
 
 // Two normalised products summed into one output (Drama 3's eh_proj): one token in one kernel at
-// rows of 8, 16 and 32 lanes, more tokens as two fused products.
+// rows of 8, 16 and 32 lanes, more tokens, and inputs too wide for a block's shared memory (8192
+// columns), as two fused products.
 TEST_F(CudaBackendOps, NormedPairOfProducts) {
-    for (int64_t cols : {264, 640, 2048, 4096}) {
+    for (int64_t cols : {264, 640, 2048, 4096, 8192}) {
         const int64_t rows = 70;
         const std::vector<uint16_t> wa = random_bf16(rng_, rows * cols, 0.1f), wb = random_bf16(rng_, rows * cols, 0.1f);
         const std::vector<float> na = random_values(rng_, cols, 0.5f, 1.5f), nb = random_values(rng_, cols, 0.5f, 1.5f);
@@ -299,6 +300,38 @@ std::vector<float> as_float_bits(const std::vector<int32_t>& ints) {
     std::vector<float> bits(ints.size());
     std::memcpy(bits.data(), ints.data(), ints.size() * sizeof(int32_t));
     return bits;
+}
+
+// The pair's first input as one token's embedding row, named by an id in backend memory (Drama 3's
+// tower input): read in place by the kernel, gathered first by the CPU; a negative id is a zero row.
+TEST_F(CudaBackendOps, NormedPairReadsAnEmbeddingRow) {
+    for (int64_t cols : {264, 2048}) {
+        const int64_t rows = 70, table_rows = 9;
+        const std::vector<uint16_t> wa = random_bf16(rng_, rows * cols, 0.1f), wb = random_bf16(rng_, rows * cols, 0.1f);
+        const std::vector<uint16_t> table16 = random_bf16(rng_, table_rows * cols, 1.0f);
+        const MatrixView table{DType::BF16, table_rows, cols, table16.data()};
+        const std::vector<float> na = random_values(rng_, cols, 0.5f, 1.5f), nb = random_values(rng_, cols, 0.5f, 1.5f);
+        for (int32_t id : {4, 0, 8, -1}) {
+            for (bool add : {false, true}) {
+                SCOPED_TRACE(::testing::Message() << cols << " columns, row " << id << (add ? ", add" : ""));
+                expect_same({as_float_bits({id}), random_values(rng_, cols, -0.1f, 0.1f), random_values(rng_, rows),
+                             std::vector<float>(cols)},
+                            {2},
+                            [&](Backend& b, std::vector<float*> p) {
+                                NormedProduct embedding{MatrixView{DType::BF16, rows, cols, wa.data()}, nullptr,
+                                                        na.data()};
+                                embedding.table = &table;
+                                embedding.row_id = reinterpret_cast<const int32_t*>(p[0]);
+                                embedding.row_scratch = p[3];
+                                b.matmul_normed_pair(embedding,
+                                                     NormedProduct{MatrixView{DType::BF16, rows, cols, wb.data()},
+                                                                   p[1], nb.data()},
+                                                     1, 1e-6f, p[2], add);
+                            },
+                            1e-5, "normed pair over an embedding row");
+            }
+        }
+    }
 }
 
 TEST_F(CudaBackendOps, GatheredEmbeddingsRowStoresAndCounters) {

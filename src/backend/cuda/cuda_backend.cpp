@@ -396,7 +396,7 @@ public:
         Timed timed(*this, "matmul_normed_pair");
         const bool one_launch = n == 1 && a.w.dtype == DType::BF16 && b.w.dtype == DType::BF16 &&
                                 a.w.rows == b.w.rows && a.w.cols == b.w.cols && a.norm_weight != nullptr &&
-                                b.norm_weight != nullptr;
+                                b.norm_weight != nullptr && cuda::matvec_bf16_pair_normable(a.w.cols);
         if (one_launch) {
             cuda::NormedPair pair;
             const NormedProduct* products[2] = {&a, &b};
@@ -406,6 +406,13 @@ public:
                 pair.w[i] = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w)));
                 pair.x[i] = p.x;
                 pair.norm_weight[i] = device_vector(p.norm_weight, p.w.cols);
+                if (p.table != nullptr) {  // an embedding row, read in place where the kernel can
+                    pair.x[i] = nullptr;
+                    pair.table[i] = static_cast<const uint16_t*>(device_weight(p.table->data, matrix_bytes(*p.table)));
+                    pair.row_id[i] = p.row_id;
+                    fusable = fusable && p.table->dtype == DType::BF16 && p.table->cols == p.w.cols &&
+                              p.row_id != nullptr && cuda::aligned_16(pair.table[i]);
+                }
                 fusable = fusable && cuda::matvec_bf16_fusable(pair.w[i], pair.x[i], pair.norm_weight[i], p.w.cols);
             }
             if (fusable) {

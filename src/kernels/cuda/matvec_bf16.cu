@@ -81,54 +81,6 @@ void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, flo
                  "matvec_bf16_vec8_kernel", Vec8Launch{w, x, norm_weight, y, rows, chunks, eps});
 }
 
-// Two normalised products summed into one output row by row (matvec_bf16_normed_pair): each row's
-// two halves are two lane groups side by side, each streaming its matrix's row with a plain
-// product's loads in flight, so a row takes as many rounds of loads as one product's. (One group
-// streaming both rows in turn took twice the rounds: the tower input's pair ran at half the speed
-// of a single product of its size.)
-struct PairLaunch {
-    NormedPair pair;
-    float* y;
-    int64_t rows, chunks;
-    float eps;
-};
-
-template <bool kAdd, int kLanes>
-__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_kernel(PairLaunch a) {
-    constexpr int kGroups = kThreadsPerBlock / kLanes;  // two a row
-    __shared__ float halves[kGroups];
-    const NormedPair& p = a.pair;
-    const int group = threadIdx.x / kLanes, half = group % 2;
-    const int64_t row = int64_t(blockIdx.x) * (kGroups / 2) + group / 2;
-    const bool active = row < a.rows;
-    const uint4* w = reinterpret_cast<const uint4*>(half == 0 ? p.w[0] : p.w[1]);
-    RowDot<kLanes> dot;
-    dot.start(w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
-    wait_for_inputs();
-    allow_next_kernel();
-    NormedInput input{reinterpret_cast<const float4*>(half == 0 ? p.x[0] : p.x[1]),
-                      reinterpret_cast<const float4*>(half == 0 ? p.norm_weight[0] : p.norm_weight[1])};
-    const float dot_sum = dot.finish(input);
-    const float product = dot_sum * rsqrtf(RowDot<kLanes>::group_sum(input.squares) / float(a.chunks * 8) + a.eps);
-    if (threadIdx.x % kLanes == 0) halves[group] = product;
-    __syncthreads();
-    if (active && half == 0 && threadIdx.x % kLanes == 0) {
-        const float sum = halves[group] + halves[group + 1];
-        a.y[row] = kAdd ? a.y[row] + sum : sum;
-    }
-}
-
-template <int kLanes>
-void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t chunks,
-                 cudaStream_t stream) {
-    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes / 2;
-    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
-    launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
-                 dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream, "matvec_bf16_pair_kernel",
-                 PairLaunch{pair, y, rows, chunks, eps});
-}
-
 // The products of a group: the grid's blocks are the matrices' row blocks one after another
 // (first_block[i] is matrix i's first block), so one launch streams every matrix's rows.
 struct GroupLaunch {
@@ -168,6 +120,30 @@ __device__ __forceinline__ float prepare_normed_input(const float4* __restrict__
     return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
 }
 
+// prepare_normed_input for row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero
+// row), read in place: an embedding row needs no gather before the product.
+__device__ __forceinline__ float prepare_normed_row(const uint4* __restrict__ table, const int32_t* row_id,
+                                                    const float4* __restrict__ norm_weight, float eps, int64_t chunks,
+                                                    float4* shared) {
+    __shared__ float partial[kWarpsPerBlock];
+    const int32_t id = *row_id;
+    float squares = 0.0f;
+#pragma unroll 2
+    for (int64_t k = threadIdx.x; k < chunks; k += kThreadsPerBlock) {
+        const uint4 raw = id >= 0 ? __ldg(table + id * chunks + k) : make_uint4(0, 0, 0, 0);
+        const float4 lo = make_float4(bf16_low_to_float(raw.x), bf16_high_to_float(raw.x), bf16_low_to_float(raw.y),
+                                      bf16_high_to_float(raw.y));
+        const float4 hi = make_float4(bf16_low_to_float(raw.z), bf16_high_to_float(raw.z), bf16_low_to_float(raw.w),
+                                      bf16_high_to_float(raw.w));
+        const float4 g = __ldg(norm_weight + 2 * k), h = __ldg(norm_weight + 2 * k + 1);
+        squares += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w + hi.x * hi.x + hi.y * hi.y + hi.z * hi.z +
+                   hi.w * hi.w;
+        shared[k] = make_float4(lo.x * g.x, lo.y * g.y, lo.z * g.z, lo.w * g.w);
+        shared[chunks + k] = make_float4(hi.x * h.x, hi.y * h.y, hi.z * h.z, hi.w * h.w);
+    }
+    return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
+}
+
 // The part of a product kernel after its first loads: waits for the kernel before, lets the next one
 // launch, and finishes the row's dot with x, or (kNorm) with rmsnorm(x) prepared once a block in
 // dynamic shared memory of 2 · chunks float4.
@@ -193,6 +169,67 @@ void launch_plain_or_normed(void (*plain)(Params...), void (*normed)(Params...),
     launch_early(norm ? normed : plain, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
                  norm ? static_cast<size_t>(chunks) * 2 * sizeof(float4) : 0, stream, name,
                  std::forward<Args>(args)...);
+}
+
+// Two normalised products summed into one output row by row (matvec_bf16_normed_pair): each row's
+// two halves are two lane groups side by side, each streaming its matrix's row with a plain
+// product's loads in flight, so a row takes as many rounds of loads as one product's. (One group
+// streaming both rows in turn took twice the rounds: the tower input's pair ran at half the speed
+// of a single product of its size.) Each block normalises both inputs once into shared memory, as
+// the normalised group does: lanes that each normalised their input on the way read three times
+// the bytes of their weights.
+struct PairLaunch {
+    NormedPair pair;
+    float* y;
+    int64_t rows, chunks;
+    float eps;
+};
+
+template <bool kAdd, int kLanes>
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_kernel(PairLaunch a) {
+    constexpr int kGroups = kThreadsPerBlock / kLanes;  // two a row
+    __shared__ float halves[kGroups];
+    extern __shared__ float4 normed_inputs[];  // [2][2 · chunks]: each half's prepared input
+    const NormedPair& p = a.pair;
+    const int group = threadIdx.x / kLanes, half = group % 2;
+    const int64_t row = int64_t(blockIdx.x) * (kGroups / 2) + group / 2;
+    const bool active = row < a.rows;
+    const uint4* w = reinterpret_cast<const uint4*>(half == 0 ? p.w[0] : p.w[1]);
+    RowDot<kLanes> dot;
+    dot.start(w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
+    wait_for_inputs();
+    allow_next_kernel();
+    float inv_rms[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const auto* norm_weight = reinterpret_cast<const float4*>(p.norm_weight[i]);
+        float4* prepared = normed_inputs + i * 2 * a.chunks;
+        inv_rms[i] = p.table[i] != nullptr
+                         ? prepare_normed_row(reinterpret_cast<const uint4*>(p.table[i]), p.row_id[i], norm_weight,
+                                              a.eps, a.chunks, prepared)
+                         : prepare_normed_input(reinterpret_cast<const float4*>(p.x[i]), norm_weight, a.eps, a.chunks,
+                                                prepared);
+    }
+    const float4* mine = normed_inputs + half * 2 * a.chunks;
+    const float product = dot.finish(SharedInput{mine, mine + a.chunks}) * inv_rms[half];
+    if (threadIdx.x % kLanes == 0) halves[group] = product;
+    __syncthreads();
+    if (active && half == 0 && threadIdx.x % kLanes == 0) {
+        const float sum = halves[group] + halves[group + 1];
+        a.y[row] = kAdd ? a.y[row] + sum : sum;
+    }
+}
+
+template <int kLanes>
+void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t chunks,
+                 cudaStream_t stream) {
+    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes / 2;
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
+    launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
+                 dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
+                 static_cast<size_t>(chunks) * 4 * sizeof(float4), stream, "matvec_bf16_pair_kernel",
+                 PairLaunch{pair, y, rows, chunks, eps});
 }
 
 // With kNorm the group's input is rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
@@ -316,10 +353,17 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
     }
 }
 
+bool matvec_bf16_pair_normable(int64_t cols) { return matvec_bf16_group_normable(2 * cols); }
+
 void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t cols,
                              cudaStream_t stream) {
+    require(matvec_bf16_pair_normable(cols), "matvec_bf16_normed_pair: ", cols,
+            " columns do not fit the shared memory of both normalised inputs");
     for (int i = 0; i < 2; ++i) {
-        require(pair.norm_weight[i] != nullptr && matvec_bf16_fusable(pair.w[i], pair.x[i], pair.norm_weight[i], cols),
+        const bool row_input = pair.table[i] != nullptr;
+        const bool input_ok = row_input ? pair.row_id[i] != nullptr && aligned_16(pair.table[i]) : pair.x[i] != nullptr;
+        require(input_ok && pair.norm_weight[i] != nullptr &&
+                    matvec_bf16_fusable(pair.w[i], row_input ? nullptr : pair.x[i], pair.norm_weight[i], cols),
                 "matvec_bf16_normed_pair: product ", i, " cannot take the vector path");
     }
     if (rows == 0) return;

@@ -28,12 +28,18 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
 bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_weight, int64_t cols);
 
 // y (+ y when add) = W_a · rmsnorm(x_a) + W_b · rmsnorm(x_b) in one launch, each norm with its own
-// weights (device, [cols]) and `eps`; both matrices [rows, cols]. Needs the vector path for both.
+// weights (device, [cols]) and `eps`; both matrices [rows, cols]. Needs the vector path for both and
+// matvec_bf16_pair_normable(cols) (both inputs are normalised into a block's shared memory).
+// Input i may instead be row *row_id[i] of the bf16 table table[i] ([.., cols], 16-byte aligned;
+// a negative id is a zero row), read in place: one token's embedding, with no gather before.
 struct NormedPair {
     const uint16_t* w[2] = {};
     const float* x[2] = {};
     const float* norm_weight[2] = {};
+    const uint16_t* table[2] = {};
+    const int32_t* row_id[2] = {};
 };
+bool matvec_bf16_pair_normable(int64_t cols);
 void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t cols,
                              cudaStream_t stream);
 

@@ -135,18 +135,20 @@ EmbeddingGather Model::extra_codes_gather(const int32_t* rows) const {
     return g;
 }
 
-void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(float*)>& embed,
-                        int64_t n, const StepPosition& at, TowerScratch& sc) const {
+void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin,
+                        const std::function<void(NormedProduct&)>& embed, int64_t n, const StepPosition& at,
+                        TowerScratch& sc) const {
     const TowerConfig& c = config_.tower;
     const TowerLayer& w = weights_.tower[t];
     const int64_t dim = c.dim;
     float* e = sc.embedding.data();
-    embed(e);
+    NormedProduct embedding{w.eh_embedding, e, w.enorm.data()};
+    embedding.row_scratch = e;
+    embed(embedding);
     b.mark("tower input: embedding", Backend::MarkLevel::Op);
     // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products with their norms folded in.
     float* x = sc.x.data();
-    b.matmul_normed_pair(NormedProduct{w.eh_embedding, e, w.enorm.data()}, NormedProduct{w.eh_hidden, hin, w.hnorm.data()},
-                         n, c.norm_eps, x, false);
+    b.matmul_normed_pair(embedding, NormedProduct{w.eh_hidden, hin, w.hnorm.data()}, n, c.norm_eps, x, false);
     b.mark("tower input");
 
     const NormedInput attention_in(b, x, n, w.input_norm.data(), c.norm_eps, sc.normed.data());
@@ -182,7 +184,8 @@ void Model::tower_teacher_forced(Backend& b, State& s, const float* hidden, cons
             const std::span<const int32_t> following(next + r * width, static_cast<size_t>(width));
             tokens[r] = is_audio_row(following) ? following[column] : -1;  // the seed's mask
         }
-        const auto embed = [&](float* e) {
+        const auto embed = [&](NormedProduct& in) {
+            float* e = in.row_scratch;
             b.sum_embeddings(weights_.tower[t].embed, tokens.data(), 1, n, /*accumulate=*/false, nullptr, e);
             if (t == 0 && c.num_codebooks > c.backbone_codebooks) {
                 b.sum_embeddings(weights_.code_embeddings, extra.data(), c.num_codebooks - c.backbone_codebooks, n,
@@ -213,13 +216,18 @@ void Model::tower_step(Backend& b, State& s, const float* hidden, const int32_t*
     Buffer hin = b.alloc(static_cast<size_t>(c.dim));
     b.copy(hin.data(), hidden, static_cast<size_t>(c.dim));
     for (int64_t t = 0; t < c.layers(); ++t) {
-        const auto embed = [&](float* e) {
-            EmbeddingGather token;
-            token.ids = frame + c.input_column(t);
-            b.gather_embeddings(weights_.tower[t].embed, token, 1, e);
+        // The layer's token row is read by the tower input's product itself, except where layer 0
+        // adds the extra codes' rows to it.
+        const auto embed = [&](NormedProduct& in) {
             if (t == 0 && c.num_codebooks > c.backbone_codebooks) {
-                b.gather_embeddings(weights_.code_embeddings, extra_codes_gather(previous), 1, e);
+                EmbeddingGather token;
+                token.ids = frame + c.input_column(t);
+                b.gather_embeddings(weights_.tower[t].embed, token, 1, in.row_scratch);
+                b.gather_embeddings(weights_.code_embeddings, extra_codes_gather(previous), 1, in.row_scratch);
+                return;
             }
+            in.table = &weights_.tower[t].embed;
+            in.row_id = frame + c.input_column(t);
         };
         tower_layer(b, s, t, hin.data(), embed, 1, at, sc);
         if (t < c.shared_layers) continue;

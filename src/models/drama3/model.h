@@ -77,9 +77,11 @@ private:
     struct TowerScratch;
     // What an audio row's summed embeddings are multiplied by.
     static float input_row_scale(int64_t backbone_codebooks);
-    // Layer t over n rows: hin [n, dim] is replaced by the layer's normed output. `embed` writes the
-    // layer's input embeddings [n, dim] (its tokens' rows, at t == 0 plus the extra codes' rows).
-    void tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(float*)>& embed,
+    // Layer t over n rows: hin [n, dim] is replaced by the layer's normed output. `embed` gives the
+    // tower input's embedding half its input, the layer's input embeddings [n, dim] (its tokens'
+    // rows, at t == 0 plus the extra codes' rows): written into the product's x (scratch, also its
+    // row_scratch), or for one token named as a table row.
+    void tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(NormedProduct&)>& embed,
                      int64_t n, const StepPosition& at, TowerScratch& sc) const;
     // The code-embedding rows the backbone row left out, for `rows` in backend memory (see extra_code_ids).
     EmbeddingGather extra_codes_gather(const int32_t* rows) const;
