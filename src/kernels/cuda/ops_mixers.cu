@@ -301,7 +301,9 @@ __host__ __device__ constexpr int64_t fewest_keys_per_split(int64_t head_dim) {
     return keys > 8 ? keys : 8;
 }
 
-// How the visible keys fall into splits when the kernels run.
+// How the visible keys fall into splits when the kernels run. A position read on the device is
+// read before the kernel's wait (its latency was a tenth of a split's time after it): it is written
+// by the host or by a kernel that finished before this launch began, never by the one before.
 struct AttentionSpan {
     int64_t pos = 0;     // cache rows before the new tokens
     int64_t total = 0;   // keys the last token sees
@@ -385,8 +387,6 @@ template <int DPL, int GMAX, int KU>
 __global__ void __launch_bounds__(kAttentionThreads, 2)
     attention_split_kernel(AttentionArgs a, int64_t bound, int64_t splits, int64_t group_chunks, bool wide_copies,
                            float* partial) {
-    wait_for_inputs();  // launched early: nothing before this reads or writes memory
-    allow_next_kernel();
     constexpr int kTile = attention_tile<KU>();
     constexpr int kRow = DPL * kWarpSize;  // floats a row takes in shared memory
     constexpr int kStageFloats = 2 * kTile * kRow;
@@ -402,6 +402,8 @@ __global__ void __launch_bounds__(kAttentionThreads, 2)
     const int64_t kvh = block % unsigned(a.kv_heads), t = block / unsigned(a.kv_heads);
     const AttentionSpan span = attention_span(a, bound, splits);
     if (split >= span.active) return;
+    wait_for_inputs();  // launched early: before this only the position is read
+    allow_next_kernel();
     const int64_t first = split * span.chunk;
     const int64_t limit = min(min(first + span.chunk, span.total), span.pos + t + 1);
     const int64_t group = a.heads / a.kv_heads, h0 = kvh * group + group_chunk * GMAX;
@@ -631,7 +633,8 @@ constexpr int kCombineInFlight = 8;  // splits a thread loads at once
 
 __global__ void __launch_bounds__(kCombineWarps* kWarpSize)
     attention_combine_kernel(AttentionArgs a, int64_t bound, int64_t splits, const float* partial) {
-    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    const AttentionSpan span = attention_span(a, bound, splits);
+    wait_for_inputs();  // launched early: before this only the position is read
     allow_next_kernel();
     __shared__ float best[kMaxSplits], total[kMaxSplits];
     __shared__ float shared[32];
@@ -640,7 +643,6 @@ __global__ void __launch_bounds__(kCombineWarps* kWarpSize)
     const int64_t pieces = (a.head_dim + kWarpSize - 1) / kWarpSize;
     const int64_t row = blockIdx.x / pieces;  // t * heads + h
     const int64_t d = (blockIdx.x % pieces) * kWarpSize + lane;
-    const AttentionSpan span = attention_span(a, bound, splits);
     const int64_t hd = a.head_dim, record = hd + 2, active = span.active;
     const float* records = partial + row * splits * record;
     const bool owns_dim = d < hd;
