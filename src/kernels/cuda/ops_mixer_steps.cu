@@ -5,7 +5,9 @@
 // The blocks that share inputs form a thread block cluster: a Mamba-2 group's heads share its B
 // and C, a Gated DeltaNet key head's value heads share its q and k. Each block convolves the
 // shared channels itself (a few hundred channels of four taps) rather than wait for another's,
-// and one block of the cluster advances their ring once every block has read it. The gated norm's
+// and one block of the cluster advances their ring once every block has read it: at the kernel's
+// end, after the cluster barrier it needs anyway (a barrier of its own after the convolution cost
+// a microsecond, most of it waiting for the slowest block's input). The gated norm's
 // sum of squares, over a group or a head that spans several blocks, is read from the other blocks'
 // shared memory.
 #include <cooperative_groups.h>
@@ -132,36 +134,49 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
             c_conv[i - hd - ns] = out;
         }
     }
-    cluster.sync();  // every block of the group has read the B and C rings
-    if (cluster.block_rank() == 0) {
-#pragma unroll
-        for (int u = 0; u < kChannelsPerThread; ++u) {
-            const int64_t i = threadIdx.x + u * kStepThreads;
-            if (i >= hd && i < hd + 2 * ns) channels[u].advance(m.conv);
-        }
-    }
+    __syncthreads();
 
     // The scan, as ssm_scan_registers_kernel: warp w takes rows w, w + kStepWarps, … of the head,
-    // a lane one float4 of each row's state.
+    // a lane one float4 of each row's state. The rows' outputs (C · state, summed over the lanes)
+    // are reduced together: halving exchanges leave each lane with one row's sum (`owned`), 9
+    // shuffles where a warp sum a row took 40 in turn.
     float dt = softplus(dt_raw + dt_bias);
     dt = fminf(fmaxf(dt, s.dt_min), s.dt_max);
     const float decay = expf(dt * a_h);
     const float4 bv = has_piece ? reinterpret_cast<const float4*>(b_conv)[lane] : zero;
     const float4 cv = has_piece ? reinterpret_cast<const float4*>(c_conv)[lane] : zero;
+    float part[kScanRowsPerWarp];
 #pragma unroll
     for (int r = 0; r < kScanRowsPerWarp; ++r) {
         const int64_t p = warp + r * kStepWarps;
-        if (p >= hd) break;
-        const float xp = x_conv[p], dx = dt * xp;
-        float4& v = rows[r];
-        v.x = v.x * decay + dx * bv.x;
-        v.y = v.y * decay + dx * bv.y;
-        v.z = v.z * decay + dx * bv.z;
-        v.w = v.w * decay + dx * bv.w;
-        const float y = warp_sum(v.x * cv.x + v.y * cv.y + v.z * cv.z + v.w * cv.w);
-        if (has_piece) state[p * pieces + lane] = v;
-        if (lane == 0) y_head[p] = y + d_h * xp;
+        part[r] = 0.0f;
+        if (p < hd) {
+            const float dx = dt * x_conv[p];
+            float4& v = rows[r];
+            v.x = v.x * decay + dx * bv.x;
+            v.y = v.y * decay + dx * bv.y;
+            v.z = v.z * decay + dx * bv.z;
+            v.w = v.w * decay + dx * bv.w;
+            part[r] = v.x * cv.x + v.y * cv.y + v.z * cv.z + v.w * cv.w;
+            if (has_piece) state[p * pieces + lane] = v;
+        }
     }
+    static_assert(kScanRowsPerWarp == 8, "three halving exchanges reduce the rows");
+#pragma unroll
+    for (int half = kScanRowsPerWarp / 2, offset = 16; half >= 1; half /= 2, offset /= 2) {
+        const bool upper = (lane & offset) != 0;  // keeps the upper half of its rows
+#pragma unroll
+        for (int k = 0; k < half; ++k) {
+            const float keep = upper ? part[k + half] : part[k];
+            const float give = upper ? part[k] : part[k + half];
+            part[k] = keep + __shfl_xor_sync(0xFFFFFFFFu, give, offset);
+        }
+    }
+    part[0] += __shfl_xor_sync(0xFFFFFFFFu, part[0], 2);
+    part[0] += __shfl_xor_sync(0xFFFFFFFFu, part[0], 1);
+    const int owned = ((lane >> 4) & 1) * 4 + ((lane >> 3) & 1) * 2 + ((lane >> 2) & 1);  // its row r
+    const int64_t owned_row = warp + owned * kStepWarps;
+    if ((lane & 3) == 0 && owned_row < hd) y_head[owned_row] = part[0] + d_h * x_conv[owned_row];
     __syncthreads();
 
     // The gated norm: y · silu(z), normalised over the group's heads.
@@ -173,7 +188,14 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
     const float total = cluster_sum(cluster, &head_squares, 0, cluster.num_blocks());
     const float inv = rsqrtf(total / float(heads_per_group * hd) + m.eps);
     if (i < hd) s.y[h * hd + i] = norm_weight * (gated * inv);
-    cluster.sync();  // no block leaves while another still reads its sum
+    cluster.sync();  // no block leaves while another still reads its sum; every block has read the rings
+    if (cluster.block_rank() == 0) {
+#pragma unroll
+        for (int u = 0; u < kChannelsPerThread; ++u) {
+            const int64_t c = threadIdx.x + u * kStepThreads;
+            if (c >= hd && c < hd + 2 * ns) channels[u].advance(m.conv);
+        }
+    }
 }
 
 // --- Gated DeltaNet: block (value head h, slice of kWarpSize value columns), as
@@ -235,14 +257,7 @@ __global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArg
         }
     }
     for (int64_t i = dk + tid; i < kMaxDeltaKeyDim; i += blockDim.x) q_conv[i] = k_conv[i] = 0.0f;  // rows past k_dim
-    cluster.sync();  // every block of the key head has read the q and k rings
-    if (cluster.block_rank() == 0) {
-#pragma unroll
-        for (int u = 0; u < kChannelsPerThread; ++u) {
-            const int64_t i = tid + u * kStepThreads;
-            if (i < 2 * dk) channels[u].advance(m.conv);
-        }
-    }
+    __syncthreads();
 
     // The token, as gated_delta_rule_kernel's.
     const float q_in = tid < dk ? q_conv[tid] : 0.0f, k_in = tid < dk ? k_conv[tid] : 0.0f;
@@ -295,7 +310,14 @@ __global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArg
     if (warp == 0 && owns_column) {
         a.out[h * dv + column] = norm_weight * (out * inv) * silu(z);
     }
-    cluster.sync();  // no block leaves while another still reads its sum
+    cluster.sync();  // no block leaves while another still reads its sum; every block has read the rings
+    if (cluster.block_rank() == 0) {
+#pragma unroll
+        for (int u = 0; u < kChannelsPerThread; ++u) {
+            const int64_t i = tid + u * kStepThreads;
+            if (i < 2 * dk) channels[u].advance(m.conv);
+        }
+    }
 }
 
 bool conv_step_fits(const CausalConvArgs& conv) {
