@@ -54,36 +54,71 @@ __device__ __forceinline__ int64_t first_position(const HeadNormRopeArgs& a) {
     return a.position != nullptr ? int64_t(*a.position) : a.pos;
 }
 
-// Head `block` (t · heads + head) of a: normalised, then its leading rotary_dim values rotated at
-// position first_position(a) + t, into a.out and, when `also` is given, into its cache row too:
-// also[(first_position(a) + t) · also_row_stride + head · head_dim]. `head` is shared memory of
-// head_dim floats.
-__device__ void norm_rope_head(const HeadNormRopeArgs& a, int64_t block, float* also, int64_t also_row_stride,
-                               float* head, float* shared) {
-    const int64_t t = block / a.heads, h = block % a.heads;
-    const int64_t pos = first_position(a);
-    const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
-    const float inv = rsqrtf(block_sum(thread_sum_squares(src, a.head_dim), shared) / float(a.head_dim) + a.eps);
-    allow_next_kernel();
-    for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) head[i] = a.norm_weight[i] * (src[i] * inv);
-    __syncthreads();
-    float* dst = a.out + t * a.out_row_stride + h * a.head_dim;
-    float* copy = also != nullptr ? also + (pos + t) * also_row_stride + h * a.head_dim : nullptr;
+// What a thread of head `block`'s block (t · heads + head) needs beyond the head itself: the
+// position, and for each of its values (i = threadIdx.x + u · kThreads) the norm's weight and, where
+// rotated, the cos and sin of its angle. None of it depends on earlier kernels (the position is
+// written by the host, or by a kernel finished before this launch began), so the kernels work it out
+// before their wait: the angles' double-precision powers and the position's load were most of a
+// head's time after it.
+constexpr int kHeadValuesPerThread = 4;  // head_dim ≤ 512
+struct HeadRotation {
+    int64_t pos = 0;
+    float weight[kHeadValuesPerThread], cos[kHeadValuesPerThread], sin[kHeadValuesPerThread];
+};
+
+__device__ void prepare_head_rotation(const HeadNormRopeArgs& a, int64_t block, HeadRotation& r) {
+    const int64_t t = block / a.heads;
+    r.pos = first_position(a);
     const int64_t half = a.rotary_dim / 2;
-    for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
-        float value = head[i];
+#pragma unroll
+    for (int u = 0; u < kHeadValuesPerThread; ++u) {
+        const int64_t i = threadIdx.x + u * kThreads;
+        r.weight[u] = i < a.head_dim ? a.norm_weight[i] : 0.0f;
+        r.cos[u] = 1.0f;
+        r.sin[u] = 0.0f;
         if (i < a.rotary_dim) {
-            // Pair index j and whether this value is the pair's first or second member.
-            const bool interleaved = a.style == RopeStyle::Interleaved;
-            const int64_t j = interleaved ? i / 2 : (i < half ? i : i - half);
-            const bool first = interleaved ? (i % 2 == 0) : (i < half);
-            const int64_t partner = interleaved ? (first ? i + 1 : i - 1) : (first ? i + half : i - half);
+            const int64_t j = a.style == RopeStyle::Interleaved ? i / 2 : (i < half ? i : i - half);
             // theta^e rounded once from double, as the host's powf rounds it: at positions in the
             // thousands an ulp of inv_freq moves the angle by more than the tests allow.
             const float power = float(pow(double(a.theta), double(float(2 * j) / float(a.rotary_dim))));
             const float inv_freq = 1.0f / power;
-            const float angle = float(pos + t) * inv_freq;
-            const float c = cosf(angle), s = sinf(angle);
+            const float angle = float(r.pos + t) * inv_freq;
+            r.cos[u] = cosf(angle);
+            r.sin[u] = sinf(angle);
+        }
+    }
+}
+
+// Head `block` (t · heads + head) of a: normalised, then its leading rotary_dim values rotated at
+// position first_position(a) + t (r, prepared before the wait), into a.out and, when `also` is
+// given, into its cache row too: also[(first_position(a) + t) · also_row_stride + head · head_dim].
+// `head` is shared memory of head_dim floats.
+__device__ void norm_rope_head(const HeadNormRopeArgs& a, int64_t block, const HeadRotation& r, float* also,
+                               int64_t also_row_stride, float* head, float* shared) {
+    const int64_t t = block / a.heads, h = block % a.heads;
+    const float* src = a.x + t * a.x_row_stride + h * a.x_head_stride;
+    const float inv = rsqrtf(block_sum(thread_sum_squares(src, a.head_dim), shared) / float(a.head_dim) + a.eps);
+    allow_next_kernel();
+#pragma unroll
+    for (int u = 0; u < kHeadValuesPerThread; ++u) {
+        const int64_t i = threadIdx.x + u * kThreads;
+        if (i < a.head_dim) head[i] = r.weight[u] * (src[i] * inv);
+    }
+    __syncthreads();
+    float* dst = a.out + t * a.out_row_stride + h * a.head_dim;
+    float* copy = also != nullptr ? also + (r.pos + t) * also_row_stride + h * a.head_dim : nullptr;
+    const int64_t half = a.rotary_dim / 2;
+#pragma unroll
+    for (int u = 0; u < kHeadValuesPerThread; ++u) {
+        const int64_t i = threadIdx.x + u * kThreads;
+        if (i >= a.head_dim) break;
+        float value = head[i];
+        if (i < a.rotary_dim) {
+            // The pair's other member, and whether this value is the pair's first.
+            const bool interleaved = a.style == RopeStyle::Interleaved;
+            const bool first = interleaved ? (i % 2 == 0) : (i < half);
+            const int64_t partner = interleaved ? (first ? i + 1 : i - 1) : (first ? i + half : i - half);
+            const float c = r.cos[u], s = r.sin[u];
             value = first ? head[i] * c - head[partner] * s : head[i] * c + head[partner] * s;
         }
         dst[i] = value;
@@ -92,29 +127,37 @@ __device__ void norm_rope_head(const HeadNormRopeArgs& a, int64_t block, float* 
 }
 
 // Block (t, head): see norm_rope_head.
-__global__ void head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
+__global__ void __launch_bounds__(kThreads) head_rmsnorm_rope_kernel(HeadNormRopeArgs a) {
     extern __shared__ float head[];
     __shared__ float shared[32];
+    HeadRotation r;
+    prepare_head_rotation(a, blockIdx.x, r);
     wait_for_inputs();
-    norm_rope_head(a, blockIdx.x, nullptr, 0, head, shared);
+    norm_rope_head(a, blockIdx.x, r, nullptr, 0, head, shared);
 }
 
 // AttentionRowsArgs in one launch: the blocks are the query heads of every token, then the key
 // heads (also written to their cache rows), then the value heads (copied to theirs).
-__global__ void attention_rows_kernel(AttentionRowsArgs a) {
+__global__ void __launch_bounds__(kThreads) attention_rows_kernel(AttentionRowsArgs a) {
     extern __shared__ float head[];
     __shared__ float shared[32];
-    wait_for_inputs();
     const int64_t queries = a.queries.n * a.queries.heads, keys = a.keys.n * a.keys.heads;
     const int64_t block = blockIdx.x;
     if (block < queries) {
-        norm_rope_head(a.queries, block, nullptr, 0, head, shared);
+        HeadRotation r;
+        prepare_head_rotation(a.queries, block, r);
+        wait_for_inputs();
+        norm_rope_head(a.queries, block, r, nullptr, 0, head, shared);
     } else if (block < queries + keys) {
-        norm_rope_head(a.keys, block - queries, a.key_cache, a.kv_width, head, shared);
+        HeadRotation r;
+        prepare_head_rotation(a.keys, block - queries, r);
+        wait_for_inputs();
+        norm_rope_head(a.keys, block - queries, r, a.key_cache, a.kv_width, head, shared);
     } else {
+        const int64_t pos = first_position(a.keys);
+        wait_for_inputs();
         allow_next_kernel();
         const int64_t v = block - queries - keys, t = v / a.keys.heads, h = v % a.keys.heads;
-        const int64_t pos = first_position(a.keys);
         const int64_t hd = a.keys.head_dim;
         const float* src = a.values + t * a.kv_width + h * hd;
         float* dst = a.value_cache + (pos + t) * a.kv_width + h * hd;
@@ -136,10 +179,12 @@ __global__ void head_rmsnorm_silu_gate_kernel(float* __restrict__ y, const float
     for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) row[i] = weight[i] * (row[i] * inv) * silu(gate[i]);
 }
 
-// What the kernels rotate: an even number of a head's leading values.
+// What the kernels rotate: an even number of a head's leading values, of a head a block holds.
 void require_rotation_fits(const HeadNormRopeArgs& a, const char* op) {
     require(a.rotary_dim >= 0 && a.rotary_dim <= a.head_dim && a.rotary_dim % 2 == 0, op, ": rotary_dim ",
             a.rotary_dim, " must be even and at most head_dim ", a.head_dim);
+    require(a.head_dim <= kHeadValuesPerThread * kThreads, op, ": head_dim ", a.head_dim, " exceeds ",
+            kHeadValuesPerThread * kThreads);
 }
 
 }  // namespace

@@ -443,10 +443,12 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
 
 __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, int count, SamplingParams params,
                                                           const int32_t* step, uint32_t slot, int32_t* out) {
-    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    // The draw before the wait: the step counter is written by the host, or by a kernel finished
+    // before this launch began (its load and the Philox rounds took a microsecond after the wait).
+    const float uniform = uniform_draw(params.seed, static_cast<uint32_t>(*step), slot + blockIdx.x);
+    wait_for_inputs();  // launched early: before this only the step counter is read
     allow_next_kernel();
     __shared__ Shared sh;
-    const float uniform = uniform_draw(params.seed, static_cast<uint32_t>(*step), slot + blockIdx.x);
     const int32_t choice = sample_row(logits + int64_t(blockIdx.x) * count, count, params.temperature, params.top_k,
                                       params.top_p, uniform, sh);
     if (threadIdx.x == 0) out[blockIdx.x] = choice;
@@ -456,12 +458,15 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
                                                                    SamplingParams params, RasParams ras,
                                                                    int32_t* recent, const int32_t* step, uint32_t slot,
                                                                    int32_t exempt, int32_t* out) {
-    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    // Both draws before the wait, as sample_kernel's; the window (`recent`) only after it, since the
+    // kernel before may be this one's last run.
+    const uint32_t counter = static_cast<uint32_t>(*step);
+    const float uniform = uniform_draw(params.seed, counter, slot);
+    const float redraw_uniform = uniform_draw(params.seed, counter, slot + 1);
+    wait_for_inputs();  // launched early: before this only the step counter is read
     allow_next_kernel();
     __shared__ Shared sh;
-    const uint32_t counter = static_cast<uint32_t>(*step);
-    int32_t choice = sample_row(logits, count, params.temperature, params.top_k, params.top_p,
-                                uniform_draw(params.seed, counter, slot), sh);
+    int32_t choice = sample_row(logits, count, params.temperature, params.top_k, params.top_p, uniform, sh);
     const int64_t held = recent[0];
     if (threadIdx.x == 0) {
         // ras_should_redraw over the window's last min(held, ras.window) choices.
@@ -476,7 +481,7 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
     }
     __syncthreads();
     if (sh.redraw) {
-        choice = sample_row(logits, count, 1.0f, 0, 1.0f, uniform_draw(params.seed, counter, slot + 1), sh);
+        choice = sample_row(logits, count, 1.0f, 0, 1.0f, redraw_uniform, sh);
     }
     if (threadIdx.x != 0) return;
     *out = choice;
