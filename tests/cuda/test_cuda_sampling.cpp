@@ -3,6 +3,7 @@
 // against the host's, number for number.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -153,6 +154,23 @@ TEST_F(CudaSampling, SampleMatchesTheCpuWhenManyCandidatesAreKept) {
                                             SamplingParams{0.0f, 0, 1.0f, 0}}) {
             expect_same_draws(logits, 1, count, params, seeds, steps, 2, std::to_string(count) + " logits");
         }
+    }
+}
+
+TEST_F(CudaSampling, GreedyOverALongRowTakesTheFirstLargest) {
+    // Rows long enough to be spread over many blocks, twice in a row (the blocks' counter must be
+    // left at zero); the largest logit placed last, then also first, so that the lowest index wins.
+    const std::vector<uint64_t> seeds = {1};
+    const std::vector<int32_t> steps = {0, 1};
+    const SamplingParams greedy{0.0f, 0, 1.0f, 0};
+    for (const int64_t count : {int64_t(16384), int64_t(131072), int64_t(248320)}) {
+        std::vector<float> logits = random_logits(rng_, static_cast<size_t>(count), 2.0f);
+        expect_same_draws(logits, 1, count, greedy, seeds, steps, 0, std::to_string(count) + " logits");
+        const float top = *std::max_element(logits.begin(), logits.end()) + 1.0f;
+        logits.back() = top;
+        expect_same_draws(logits, 1, count, greedy, seeds, steps, 0, std::to_string(count) + " logits, last largest");
+        logits[7] = top;
+        expect_same_draws(logits, 1, count, greedy, seeds, steps, 0, std::to_string(count) + " logits, tied largest");
     }
 }
 

@@ -236,7 +236,7 @@ public:
     void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
                 const DrawCounter& draws, int32_t* out) override {
         Timed timed(*this, "sample");
-        cuda::sample(logits, rows, count, params, draws, out, stream_);
+        cuda::sample(logits, rows, count, params, draws, out, argmax_scratch(), stream_);
     }
     void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
                          int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out) override {
@@ -802,6 +802,14 @@ private:
         cuda::moe_gate(a, stream_);
         return true;
     }
+    // cuda::sample's scratch for a greedy draw over a long row, zero between launches.
+    void* argmax_scratch() {
+        if (argmax_scratch_.data() == nullptr) {
+            argmax_scratch_ = DeviceBuffer(cuda::argmax_scratch_bytes());
+            DUET_CUDA_CHECK(cudaMemsetAsync(argmax_scratch_.data(), 0, cuda::argmax_scratch_bytes(), stream_));
+        }
+        return argmax_scratch_.data();
+    }
     // The counter cuda::moe_gate's blocks count themselves in, zero between launches.
     unsigned* gate_blocks_done() {
         if (gate_counter_.data() == nullptr) {
@@ -947,7 +955,7 @@ private:
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_tiles_,
-        group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_;
+        group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_, argmax_scratch_;
 };
 
 }  // namespace

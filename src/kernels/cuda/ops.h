@@ -204,9 +204,13 @@ void combine_experts(const float* expert_out, const float* weights, int64_t n, i
 // 1024 threads per row and the step counter read on the device, so nothing waits for the host and
 // the launches can be recorded in a graph. Any row size up to INT32_MAX logits is exact; when more
 // than 4096 candidates are kept (top_k 0 or above 4096 over a longer row) they are sorted 4096 at a
-// time, each piece costing a few passes over the row. NaN logits give an unspecified index.
+// time, each piece costing a few passes over the row. NaN logits give an unspecified index. A greedy
+// draw (temperature 0) over one long row spreads it over many blocks instead (one block read the
+// 131072 logits of a Nemotron-H token in 20 µs), which takes `argmax_scratch`: device memory of
+// argmax_scratch_bytes(), zeroed once, which every launch leaves zeroed.
+size_t argmax_scratch_bytes();
 void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params, const DrawCounter& draws,
-            int32_t* out, cudaStream_t stream);
+            int32_t* out, void* argmax_scratch, cudaStream_t stream);
 void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
                      int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out, cudaStream_t stream);
 // The device side of sample/philox.h, for checking it against the host: out[i] =

@@ -13,6 +13,7 @@
 // running sums, so an index can differ only where a boundary lies within rounding of a cut; the
 // same inputs always give the same index. When the top-k fit in one warp (top_k ≤ 32, the usual
 // case) that warp sorts and sums them with shuffles instead, without block-wide barriers.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -495,6 +496,63 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
     }
 }
 
+// A greedy draw over one long row by many blocks: each finds the first key of its share and stores
+// it in the scratch; the last block to count itself done (a fence, then the counter) takes the least
+// of those, writes its index and zeroes the counter for the next launch.
+constexpr int kArgmaxThreads = 256;
+constexpr int kArgmaxBlocks = 128;
+constexpr int64_t kArgmaxLeast = 16384;  // rows shorter than this stay with one block
+struct ArgmaxScratch {
+    uint64_t best[kArgmaxBlocks];
+    unsigned done;
+};
+
+__device__ uint64_t block_least(uint64_t value, uint64_t* warp_least) {
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        value = least(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
+    }
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    if (lane == 0) warp_least[warp] = value;
+    __syncthreads();
+    uint64_t best = warp_least[0];
+    for (int w = 1; w < kArgmaxThreads / kWarpSize; ++w) best = least(best, warp_least[w]);
+    return best;
+}
+
+__global__ __launch_bounds__(kArgmaxThreads) void argmax_blocks_kernel(const float* logits, int count,
+                                                                       ArgmaxScratch* scratch, int32_t* out) {
+    __shared__ uint64_t warp_least[kArgmaxThreads / kWarpSize];
+    __shared__ bool last;
+    wait_for_inputs();  // launched early: nothing before this reads or writes memory
+    allow_next_kernel();
+    const int stride = gridDim.x * kArgmaxThreads;
+    uint64_t best = kNoKey;
+#pragma unroll 4
+    for (int i = blockIdx.x * kArgmaxThreads + threadIdx.x; i < count; i += stride) {
+        best = least(best, order_key(logits[i], i));
+    }
+    best = block_least(best, warp_least);
+    if (threadIdx.x == 0) {
+        scratch->best[blockIdx.x] = best;
+        __threadfence();  // the key is visible before the count says so
+        last = atomicAdd(&scratch->done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    uint64_t all = kNoKey;
+    for (int b = threadIdx.x; b < gridDim.x; b += kArgmaxThreads) {
+        all = least(all, __ldcg(reinterpret_cast<const unsigned long long*>(&scratch->best[b])));  // not L1's copy
+    }
+    __syncthreads();  // warp_least is free again
+    all = block_least(all, warp_least);
+    if (threadIdx.x == 0) {
+        *out = key_index(all);
+        scratch->done = 0;
+    }
+}
+
 __global__ void uniform_draws_kernel(const uint64_t* seeds, const uint64_t* steps, const uint32_t* slots, int64_t n,
                                      float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -522,11 +580,20 @@ void check_sampling(int64_t count, const SamplingParams& p) {
 
 }  // namespace
 
+size_t argmax_scratch_bytes() { return sizeof(ArgmaxScratch); }
+
 void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params, const DrawCounter& draws,
-            int32_t* out, cudaStream_t stream) {
+            int32_t* out, void* argmax_scratch, cudaStream_t stream) {
     check_sampling(count, params);
     require(rows <= INT_MAX, "sampling: ", rows, " rows exceed the GPU sampler's ", INT_MAX);
     if (rows <= 0) return;
+    if (params.temperature == 0.0f && rows == 1 && count >= kArgmaxLeast && argmax_scratch != nullptr) {
+        const int64_t blocks = std::min<int64_t>(kArgmaxBlocks, (count + 4 * kArgmaxThreads - 1) / (4 * kArgmaxThreads));
+        launch_early(argmax_blocks_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kArgmaxThreads), 0, stream,
+                     "argmax_blocks_kernel", logits, static_cast<int>(count),
+                     static_cast<ArgmaxScratch*>(argmax_scratch), out);
+        return;
+    }
     SamplingParams p = params;
     p.seed = draws.seed;
     launch_early(sample_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, "sample_kernel", logits,
