@@ -176,8 +176,8 @@ void launch_plain_or_normed(void (*plain)(Params...), void (*normed)(Params...),
 // product's loads in flight, so a row takes as many rounds of loads as one product's. (One group
 // streaming both rows in turn took twice the rounds: the tower input's pair ran at half the speed
 // of a single product of its size.) Each block normalises both inputs once into shared memory, as
-// the normalised group does: lanes that each normalised their input on the way read three times
-// the bytes of their weights.
+// the normalised group does, which lets an input be an embedding row read in place (the lanes
+// normalising their input on the way, as before, ran no faster).
 struct PairLaunch {
     NormedPair pair;
     float* y;
