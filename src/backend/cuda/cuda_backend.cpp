@@ -802,22 +802,19 @@ private:
         cuda::moe_gate(a, stream_);
         return true;
     }
-    // cuda::sample's scratch for a greedy draw over a long row, zero between launches.
-    void* argmax_scratch() {
-        if (argmax_scratch_.data() == nullptr) {
-            argmax_scratch_ = DeviceBuffer(cuda::argmax_scratch_bytes());
-            DUET_CUDA_CHECK(cudaMemsetAsync(argmax_scratch_.data(), 0, cuda::argmax_scratch_bytes(), stream_));
+    // `buffer`, made and zeroed on first use: counters and scratch that the kernels using them leave
+    // zeroed after every launch.
+    void* zeroed_once(DeviceBuffer& buffer, size_t bytes) {
+        if (buffer.data() == nullptr) {
+            buffer = DeviceBuffer(bytes);
+            DUET_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0, bytes, stream_));
         }
-        return argmax_scratch_.data();
+        return buffer.data();
     }
-    // The counter cuda::moe_gate's blocks count themselves in, zero between launches.
-    unsigned* gate_blocks_done() {
-        if (gate_counter_.data() == nullptr) {
-            gate_counter_ = DeviceBuffer(sizeof(unsigned));
-            DUET_CUDA_CHECK(cudaMemsetAsync(gate_counter_.data(), 0, sizeof(unsigned), stream_));
-        }
-        return static_cast<unsigned*>(gate_counter_.data());
-    }
+    // cuda::sample's scratch for a greedy draw over a long row.
+    void* argmax_scratch() { return zeroed_once(argmax_scratch_, cuda::argmax_scratch_bytes()); }
+    // The counter cuda::moe_gate's blocks count themselves in.
+    unsigned* gate_blocks_done() { return static_cast<unsigned*>(zeroed_once(gate_counter_, sizeof(unsigned))); }
 
     // Whether a layer of few tokens runs as two launches (cuda::expert_first / expert_down): bf16
     // experts (and shared expert, when given) of whole 16-byte rows.

@@ -64,18 +64,21 @@ __device__ __forceinline__ int32_t key_index(uint64_t key) { return static_cast<
 
 __device__ __forceinline__ uint64_t least(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-// The smallest of every thread's `value`; every thread gets it.
-__device__ uint64_t block_min(uint64_t value, Shared& sh) {
+// The smallest of every thread's `value` over a block of kBlockWarps warps; every thread gets it.
+// `warp_least` is shared memory of a key a warp (free when called: the first barrier waits for its
+// last readers).
+template <int kBlockWarps>
+__device__ uint64_t block_min(uint64_t value, uint64_t* warp_least) {
 #pragma unroll
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
         value = least(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
     }
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     __syncthreads();
-    if (lane == 0) sh.least[warp] = value;
+    if (lane == 0) warp_least[warp] = value;
     __syncthreads();
-    uint64_t best = sh.least[0];
-    for (int w = 1; w < kWarps; ++w) best = least(best, sh.least[w]);
+    uint64_t best = warp_least[0];
+    for (int w = 1; w < kBlockWarps; ++w) best = least(best, warp_least[w]);
     return best;
 }
 
@@ -133,7 +136,7 @@ __device__ void block_scan2(double a, double b, double& a_before, double& b_befo
 __device__ uint64_t first_key(const float* row, int count, Shared& sh) {
     uint64_t best = kNoKey;
     for (int i = threadIdx.x; i < count; i += kThreads) best = least(best, order_key(row[i], i));
-    return block_min(best, sh);
+    return block_min<kWarps>(best, sh.least);
 }
 
 // The key t such that exactly `want` of the row's keys in [lo, hi] are at most t, for 0 < want <
@@ -294,7 +297,7 @@ __device__ uint64_t first_above(const PieceSums& s, int limit, double target, Sh
         const int pos = threadIdx.x * kItems + j;
         if (pos < limit && target < s.weight[j]) mine = uint64_t(pos);
     }
-    return block_min(mine, sh);
+    return block_min<kWarps>(mine, sh.least);
 }
 
 // The draw when the top-k fit in one warp (n ≤ 32 keys gathered, unsorted): warp 0 sorts them in
@@ -381,7 +384,7 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
             const int pos = threadIdx.x * kItems + j;
             if (pos < n && s.mass[j] >= p) mine = uint64_t(pos);
         }
-        const uint64_t reached = block_min(mine, sh);
+        const uint64_t reached = block_min<kWarps>(mine, sh.least);
         if (reached != kNoPosition) {
             cut = static_cast<int>(reached);
             if (threadIdx.x == cut / kItems) {
@@ -507,22 +510,10 @@ struct ArgmaxScratch {
     unsigned done;
 };
 
-__device__ uint64_t block_least(uint64_t value, uint64_t* warp_least) {
-#pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-        value = least(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
-    }
-    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    if (lane == 0) warp_least[warp] = value;
-    __syncthreads();
-    uint64_t best = warp_least[0];
-    for (int w = 1; w < kArgmaxThreads / kWarpSize; ++w) best = least(best, warp_least[w]);
-    return best;
-}
-
 __global__ __launch_bounds__(kArgmaxThreads) void argmax_blocks_kernel(const float* logits, int count,
                                                                        ArgmaxScratch* scratch, int32_t* out) {
-    __shared__ uint64_t warp_least[kArgmaxThreads / kWarpSize];
+    constexpr int kArgmaxWarps = kArgmaxThreads / kWarpSize;
+    __shared__ uint64_t warp_least[kArgmaxWarps];
     __shared__ bool last;
     wait_for_inputs();  // launched early: nothing before this reads or writes memory
     allow_next_kernel();
@@ -532,7 +523,7 @@ __global__ __launch_bounds__(kArgmaxThreads) void argmax_blocks_kernel(const flo
     for (int i = blockIdx.x * kArgmaxThreads + threadIdx.x; i < count; i += stride) {
         best = least(best, order_key(logits[i], i));
     }
-    best = block_least(best, warp_least);
+    best = block_min<kArgmaxWarps>(best, warp_least);
     if (threadIdx.x == 0) {
         scratch->best[blockIdx.x] = best;
         __threadfence();  // the key is visible before the count says so
@@ -545,8 +536,7 @@ __global__ __launch_bounds__(kArgmaxThreads) void argmax_blocks_kernel(const flo
     for (int b = threadIdx.x; b < gridDim.x; b += kArgmaxThreads) {
         all = least(all, __ldcg(reinterpret_cast<const unsigned long long*>(&scratch->best[b])));  // not L1's copy
     }
-    __syncthreads();  // warp_least is free again
-    all = block_least(all, warp_least);
+    all = block_min<kArgmaxWarps>(all, warp_least);
     if (threadIdx.x == 0) {
         *out = key_index(all);
         scratch->done = 0;
