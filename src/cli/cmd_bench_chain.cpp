@@ -50,7 +50,8 @@ int bench_product_chain(const Args& args) {
         // what runs before it (clocks settling after the resident kernel's polling, the weights
         // just written); each way's figure is the median over the rounds.
         const cuda::ChainHandOver ways[] = {cuda::ChainHandOver::duet_products, cuda::ChainHandOver::kernel_end,
-                                            cuda::ChainHandOver::block_counts, cuda::ChainHandOver::one_kernel};
+                                            cuda::ChainHandOver::block_counts, cuda::ChainHandOver::one_kernel,
+                                            cuda::ChainHandOver::staged};
         std::vector<double> rounds_us[std::size(ways)];
         for (int round = 0; round < rounds; ++round) {
             for (size_t turn = 0; turn < std::size(ways); ++turn) {

@@ -41,7 +41,7 @@ void expect_chain_agrees(int64_t rows, int64_t cols, int64_t products) {
     for (double v : expected) scale = std::max(scale, std::fabs(v));
     ASSERT_GT(scale, 0.0);
     for (ChainHandOver way : {ChainHandOver::duet_products, ChainHandOver::kernel_end, ChainHandOver::block_counts,
-                              ChainHandOver::one_kernel}) {
+                              ChainHandOver::one_kernel, ChainHandOver::staged}) {
         for (int pass = 0; pass < 2; ++pass) {  // a second pass reuses the counts and buffers
             chain.clear_outputs();
             chain.run(way, nullptr);
@@ -65,6 +65,12 @@ TEST_F(ProductChainTest, EveryHandOverMatchesTheHostChain) {
 TEST_F(ProductChainTest, OneKernelWarpsTakeSeveralRows) {
     // More rows than the resident grid has warps (an H200: 132 SMs × 8 blocks × 4 warps = 4224).
     expect_chain_agrees(12288, 64, 3);
+}
+
+TEST_F(ProductChainTest, StagedBlocksShareLongRows) {
+    // Rows of 4096 and 8192 columns: stages of 4 and 2 rows, each row's dot split over 2 and 4 warps.
+    expect_chain_agrees(520, 4096, 2);
+    expect_chain_agrees(264, 8192, 2);
 }
 
 TEST_F(ProductChainTest, RejectsShapesItCannotStream) {

@@ -20,6 +20,10 @@ enum class ChainHandOver {
                     // one has counted itself done (no wait for the kernel's end)
     one_kernel,     // one resident kernel for the whole chain: its blocks move from product to product,
                     // waiting on the same counts
+    staged,         // a kernel a product, launched early, a block an SM: before its wait each block asks
+                    // for the first of its rows' weights as bulk copies into shared memory (up to about
+                    // 100 KB, so that two products' blocks share an SM), then streams the rest through
+                    // the same stages
 };
 const char* hand_over_name(ChainHandOver hand_over);
 
@@ -57,6 +61,7 @@ private:
 
     int64_t rows_, cols_, products_, vector_stride_;
     unsigned resident_blocks_ = 0;  // the one-kernel chain's grid: every block resident at once
+    unsigned staged_blocks_ = 0;    // the staged chain's grid: a block an SM
     DeviceBuffer weights_, vectors_, counts_, links_;
 };
 
