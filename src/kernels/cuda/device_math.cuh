@@ -212,4 +212,16 @@ __device__ __forceinline__ float block_max(float value, float* shared) {
     return best;
 }
 
+// The last-block pattern (the last block of a launch to finish works on what every block left):
+// counts the calling block done in a device-wide counter and says whether it was the last of
+// `blocks`. One thread calls it, after a __syncthreads that follows the block's stores; the count is
+// one atomic with release and acquire semantics, so the block's stores are visible before its count
+// and, in the last block, every other block's are visible once its threads pass the next
+// __syncthreads (read them past L1). A fence then a plain atomic took two round trips to memory.
+__device__ __forceinline__ bool count_block_last(unsigned* counter, unsigned blocks) {
+    unsigned before;
+    asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+    return before == blocks - 1;
+}
+
 }  // namespace duet::cuda

@@ -287,13 +287,11 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
         }
     }
 
-    // The last block to finish sees every logit (the fence orders each block's stores before its count).
-    __threadfence();
+    // The last block to finish sees every logit.
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(a.blocks_done, 1u) == gridDim.x - 1;
+    if (threadIdx.x == 0) last = count_block_last(a.blocks_done, gridDim.x);
     __syncthreads();
     if (!last) return;
-    __threadfence();
     for (int e = threadIdx.x; e < a.experts; e += kThreads) routed_logits[e] = __ldcg(a.logits + e);
     __syncthreads();
     if (kSigmoid) {

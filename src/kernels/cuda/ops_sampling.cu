@@ -500,7 +500,7 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
 }
 
 // A greedy draw over one long row by many blocks: each finds the first key of its share and stores
-// it in the scratch; the last block to count itself done (a fence, then the counter) takes the least
+// it in the scratch; the last block to count itself done (count_block_last) takes the least
 // of those, writes its index and zeroes the counter for the next launch.
 constexpr int kArgmaxThreads = 256;
 constexpr int kArgmaxBlocks = 128;
@@ -526,12 +526,10 @@ __global__ __launch_bounds__(kArgmaxThreads) void argmax_blocks_kernel(const flo
     best = block_min<kArgmaxWarps>(best, warp_least);
     if (threadIdx.x == 0) {
         scratch->best[blockIdx.x] = best;
-        __threadfence();  // the key is visible before the count says so
-        last = atomicAdd(&scratch->done, 1u) == gridDim.x - 1;
+        last = count_block_last(&scratch->done, gridDim.x);
     }
     __syncthreads();
     if (!last) return;
-    __threadfence();
     uint64_t all = kNoKey;
     for (int b = threadIdx.x; b < gridDim.x; b += kArgmaxThreads) {
         all = least(all, __ldcg(reinterpret_cast<const unsigned long long*>(&scratch->best[b])));  // not L1's copy
