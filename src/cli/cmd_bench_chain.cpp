@@ -5,7 +5,6 @@
 // JSON line.
 #include <algorithm>
 #include <cstdio>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -49,17 +48,20 @@ int bench_product_chain(const Args& args) {
         // The ways take turns, each round starting with the next one, so that none is favoured by
         // what runs before it (clocks settling after the resident kernel's polling, the weights
         // just written); each way's figure is the median over the rounds.
-        const cuda::ChainHandOver ways[] = {cuda::ChainHandOver::duet_products, cuda::ChainHandOver::kernel_end,
-                                            cuda::ChainHandOver::block_counts, cuda::ChainHandOver::one_kernel,
-                                            cuda::ChainHandOver::staged};
-        std::vector<double> rounds_us[std::size(ways)];
+        std::vector<cuda::ChainHandOver> ways;
+        for (cuda::ChainHandOver way : {cuda::ChainHandOver::duet_products, cuda::ChainHandOver::kernel_end,
+                                        cuda::ChainHandOver::block_counts, cuda::ChainHandOver::one_kernel,
+                                        cuda::ChainHandOver::staged}) {
+            if (cuda::ProductChain::available(way)) ways.push_back(way);
+        }
+        std::vector<std::vector<double>> rounds_us(ways.size());
         for (int round = 0; round < rounds; ++round) {
-            for (size_t turn = 0; turn < std::size(ways); ++turn) {
-                const size_t i = (turn + static_cast<size_t>(round)) % std::size(ways);
+            for (size_t turn = 0; turn < ways.size(); ++turn) {
+                const size_t i = (turn + static_cast<size_t>(round)) % ways.size();
                 rounds_us[i].push_back(chain.median_pass_us(ways[i], repeats));
             }
         }
-        for (size_t i = 0; i < std::size(ways); ++i) {
+        for (size_t i = 0; i < ways.size(); ++i) {
             json::Value by_round = json::Value::array();  // in the order run, µs a product
             for (double us : rounds_us[i]) by_round.push(json::Value(us / static_cast<double>(products)));
             std::sort(rounds_us[i].begin(), rounds_us[i].end());

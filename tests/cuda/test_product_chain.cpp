@@ -42,6 +42,7 @@ void expect_chain_agrees(int64_t rows, int64_t cols, int64_t products) {
     ASSERT_GT(scale, 0.0);
     for (ChainHandOver way : {ChainHandOver::duet_products, ChainHandOver::kernel_end, ChainHandOver::block_counts,
                               ChainHandOver::one_kernel, ChainHandOver::staged}) {
+        if (!ProductChain::available(way)) continue;  // staged before compute capability 9.0
         for (int pass = 0; pass < 2; ++pass) {  // a second pass reuses the counts and buffers
             chain.clear_outputs();
             chain.run(way, nullptr);
@@ -68,6 +69,7 @@ TEST_F(ProductChainTest, OneKernelWarpsTakeSeveralRows) {
 }
 
 TEST_F(ProductChainTest, StagedBlocksShareLongRows) {
+    if (!ProductChain::available(ChainHandOver::staged)) GTEST_SKIP() << "the staged way needs compute capability 9.0";
     // Rows of 4096 and 8192 columns: stages of 4 and 2 rows, each row's dot split over 2 and 4 warps.
     expect_chain_agrees(520, 4096, 2);
     expect_chain_agrees(264, 8192, 2);

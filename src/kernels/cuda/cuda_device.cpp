@@ -97,4 +97,9 @@ bool thread_block_clusters_available() {
     return available;
 }
 
+bool bulk_copies_available() {
+    static const bool available = current_device_is_sm90_or_later();
+    return available;
+}
+
 }  // namespace duet::cuda

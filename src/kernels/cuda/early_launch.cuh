@@ -34,6 +34,10 @@ bool early_launch_available();
 // Whether the current device runs thread block clusters (compute capability 9.0 and up).
 bool thread_block_clusters_available();
 
+// Whether the current device has one-dimensional bulk copies into shared memory (bulk_copy.cuh;
+// compute capability 9.0 and up).
+bool bulk_copies_available();
+
 // Launches `kernel` early where the device allows it, plainly otherwise, in thread block clusters
 // of `cluster_blocks` consecutive blocks along x (0: no cluster launch; clusters need compute
 // capability 9.0, see thread_block_clusters_available). The kernel must call wait_for_inputs()

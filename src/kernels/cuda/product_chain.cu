@@ -256,8 +256,10 @@ ProductChain::ProductChain(int64_t rows, int64_t cols, int64_t products, uint64_
     DUET_CUDA_CHECK(cudaGetDevice(&device));
     DUET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     staged_blocks_ = static_cast<unsigned>(sms);
-    DUET_CUDA_CHECK(cudaFuncSetAttribute(chain_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kStagedShareBytes)));
+    if (available(ChainHandOver::staged)) {
+        DUET_CUDA_CHECK(cudaFuncSetAttribute(chain_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kStagedShareBytes)));
+    }
     DUET_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -274,7 +276,13 @@ void ProductChain::clear_outputs() {
     DUET_CUDA_CHECK(cudaMemset(vector(1), 0xFF, static_cast<size_t>(products_ * vector_stride_) * sizeof(float)));
 }
 
+bool ProductChain::available(ChainHandOver hand_over) {
+    return hand_over != ChainHandOver::staged || bulk_copies_available();
+}
+
 void ProductChain::run(ChainHandOver hand_over, cudaStream_t stream) {
+    require(available(hand_over), "product chain: the ", hand_over_name(hand_over),
+            " way needs compute capability 9.0 (bulk copies into shared memory)");
     auto link = [&](int64_t p) { return link_of(weights_of(p), vector(p), vector(p + 1), out_rows(p), in_cols(p)); };
     unsigned* counts = counts_.as<unsigned>();
     if (hand_over == ChainHandOver::block_counts || hand_over == ChainHandOver::one_kernel) {

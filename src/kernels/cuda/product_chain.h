@@ -38,7 +38,10 @@ public:
     // Sets every product's output to NaN, so that a row left unwritten, or read before it was
     // written, shows in the output.
     void clear_outputs();
-    // One pass of the chain on `stream`; the caller synchronises. The three hand-overs other than
+    // Whether this device runs the hand-over (staged needs compute capability 9.0; the others run
+    // everywhere).
+    static bool available(ChainHandOver hand_over);
+    // One pass of the chain on `stream`; the caller synchronises. The hand-overs other than
     // duet_products each leave the same output.
     void run(ChainHandOver hand_over, cudaStream_t stream);
     // Median µs of one pass over `repeats` timed passes (after two untimed ones); the kernel-a-product
