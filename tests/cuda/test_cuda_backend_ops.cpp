@@ -931,11 +931,15 @@ void CudaBackendOps::expect_experts_agree(int64_t n, int64_t hidden, int64_t int
     swiglu.shared_up = matrix(shared_inter, hidden);
     swiglu.shared_down = matrix(hidden, shared_inter);
     swiglu.shared_expert_gate = matrix(1, hidden);
-    expect_same({random_values(rng_, n * hidden, -2.0f, 2.0f), std::vector<float>(n * hidden)}, {0, 1},
-                [&](Backend& b, std::vector<float*> p) {
-                    b.moe_swiglu(layer_input(p), n, swiglu, choice.top_k, true, p[0]);
-                },
-                tolerance, "swiglu experts");
+    // Weights normalised over the chosen experts (Qwen3.5-MoE's, which the GPU finds from the chosen
+    // logits alone) and not.
+    for (bool normalize : {true, false}) {
+        expect_same({random_values(rng_, n * hidden, -2.0f, 2.0f), std::vector<float>(n * hidden)}, {0, 1},
+                    [&](Backend& b, std::vector<float*> p) {
+                        b.moe_swiglu(layer_input(p), n, swiglu, choice.top_k, normalize, p[0]);
+                    },
+                    tolerance, normalize ? "swiglu experts, normalised" : "swiglu experts");
+    }
 }
 
 }  // namespace

@@ -114,17 +114,37 @@ __device__ void block_top_indices(const float* values, int count, int k, bool* t
     __syncthreads();
 }
 
-// One token's sigmoid routing by the whole block: `logits` [experts] (any memory the block may read),
-// `chosen` and `weights` [top_k].
-__device__ void route_sigmoid_token(const float* logits, const float* bias, int experts, const MoeRouting& routing,
-                                    int32_t* chosen, float* weights) {
+// Experts a thread of the block scores: e = threadIdx.x + j · kThreads for j < kExpertsPerThread.
+constexpr int kExpertsPerThread = kMaxExperts / kThreads;
+
+// The score bias of the routing, as the thread's experts need it: bias(j) for its j-th expert. Read
+// from memory where it is used (the routing launch), or into registers before the gate's wait (its
+// load would otherwise be one more trip to memory inside the routing).
+struct ThreadBias {
+    float value[kExpertsPerThread] = {};
+    __device__ void load(const float* bias, int experts) {
+#pragma unroll
+        for (int j = 0; j < kExpertsPerThread; ++j) {
+            const int e = threadIdx.x + j * kThreads;
+            if (bias != nullptr && e < experts) value[j] = bias[e];
+        }
+    }
+};
+
+// One token's sigmoid routing by the whole block of kThreads: `logits` [experts] (any memory the
+// block may read), `chosen` and `weights` [top_k].
+__device__ void route_sigmoid_token(const float* logits, const ThreadBias& bias, int experts,
+                                    const MoeRouting& routing, int32_t* chosen, float* weights) {
     __shared__ float score[kMaxExperts], choice[kMaxExperts];
     __shared__ bool taken[kMaxExperts];
     __shared__ float group_score[kMaxGroups];
     __shared__ int32_t order[kMaxTopK > kMaxGroups ? kMaxTopK : kMaxGroups];
-    for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+#pragma unroll
+    for (int j = 0; j < kExpertsPerThread; ++j) {
+        const int e = threadIdx.x + j * kThreads;
+        if (e >= experts) break;
         score[e] = sigmoid(logits[e]);
-        choice[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
+        choice[e] = score[e] + bias.value[j];
         taken[e] = false;
     }
     __syncthreads();
@@ -167,9 +187,11 @@ __device__ void route_sigmoid_token(const float* logits, const float* bias, int 
 
 __global__ void route_sigmoid_kernel(const float* logits, const float* bias, int experts, MoeRouting routing,
                                      int32_t* chosen, float* weights) {
+    ThreadBias thread_bias;
+    thread_bias.load(bias, experts);
     wait_for_inputs();
     const int64_t t = blockIdx.x, k = routing.top_k;
-    route_sigmoid_token(logits + t * experts, bias, experts, routing, chosen + t * k, weights + t * k);
+    route_sigmoid_token(logits + t * experts, thread_bias, experts, routing, chosen + t * k, weights + t * k);
 }
 
 // One token's softmax routing by the whole block, as route_sigmoid_token.
@@ -179,6 +201,39 @@ __device__ void route_softmax_token(const float* logits, int experts, int top_k,
     __shared__ bool taken[kMaxExperts];
     __shared__ float shared[32];
     __shared__ int32_t order[kMaxTopK];
+    if (normalize) {
+        // Weighed over the chosen alone, p_i / Σ p_chosen = exp(l_i − l_best) / Σ exp(l_j − l_best):
+        // the softmax's maximum and sum over every expert (two block reductions on the routing's
+        // critical path) are not needed, and the logits rank as their probabilities do (but for
+        // logits too close for their probabilities to differ, where the CPU takes the lower index).
+        for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+            p[e] = logits[e];
+            taken[e] = false;
+        }
+        __syncthreads();
+        block_top_indices(p, experts, top_k, taken, order);
+        if (threadIdx.x < kWarpSize) {
+            const float best = p[order[0]];
+            float part[kMaxTopK / kWarpSize];
+            float sum = 0.0f;
+#pragma unroll
+            for (int r = 0; r < kMaxTopK / kWarpSize; ++r) {
+                const int i = threadIdx.x + r * kWarpSize;
+                part[r] = i < top_k ? expf(p[order[i]] - best) : 0.0f;
+                sum += part[r];
+            }
+            sum = warp_sum(sum);
+#pragma unroll
+            for (int r = 0; r < kMaxTopK / kWarpSize; ++r) {
+                const int i = threadIdx.x + r * kWarpSize;
+                if (i < top_k) {
+                    chosen[i] = order[i];
+                    weights[i] = part[r] / sum;
+                }
+            }
+        }
+        return;
+    }
     float best = -INFINITY;
     for (int e = threadIdx.x; e < experts; e += blockDim.x) {
         p[e] = logits[e];
@@ -250,6 +305,8 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
         const int i = threadIdx.x + j * kThreads;
         if (i < quads) g[j] = g4[i];
     }
+    ThreadBias thread_bias;
+    if (kSigmoid) thread_bias.load(a.bias, static_cast<int>(a.experts));
     // The experts' launch may start now: its shared expert's blocks stream their weights while the
     // routing is found, and the rest wait for it.
     allow_next_kernel();
@@ -295,7 +352,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     for (int e = threadIdx.x; e < a.experts; e += kThreads) routed_logits[e] = __ldcg(a.logits + e);
     __syncthreads();
     if (kSigmoid) {
-        route_sigmoid_token(routed_logits, a.bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights);
+        route_sigmoid_token(routed_logits, thread_bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights);
     } else {
         route_softmax_token(routed_logits, static_cast<int>(a.experts), static_cast<int>(a.routing.top_k),
                             a.routing.normalize, a.chosen, a.weights);
