@@ -186,10 +186,11 @@ void expert_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
     if (a.routed_slots + tokens == 0) return;
     const bool swiglu = a.second != nullptr;
     // Relu² rows of 128 or more groups take 11 loads a lane: Nemotron-H's 336 in one round (8 loads
-    // took two; measured 0.01-0.03 ms a token slower).
+    // took two; measured 0.01-0.03 ms a token slower). SwiGLU rows take 8 of each matrix: Qwen3.5-MoE's
+    // 256 groups in one round (4 took two; measured 0.02-0.03 ms a frame slower on Drama 3).
     switch (row_lanes(a.chunks)) {
         case 32:
-            swiglu ? launch_first<true, 32, 4>(a, tokens, stream) : launch_first<false, 32, 11>(a, tokens, stream);
+            swiglu ? launch_first<true, 32, 8>(a, tokens, stream) : launch_first<false, 32, 11>(a, tokens, stream);
             break;
         case 16:
             swiglu ? launch_first<true, 16, 4>(a, tokens, stream) : launch_first<false, 16, 4>(a, tokens, stream);
