@@ -104,43 +104,41 @@ struct SharedInput {
     }
 };
 
-// Fills `shared` ([2 · chunks] float4) with x · norm_weight over the block's threads and returns
-// 1/rms(x) to every thread.
-__device__ __forceinline__ float prepare_normed_input(const float4* __restrict__ x, const float4* __restrict__ norm_weight,
-                                                      float eps, int64_t chunks, float4* shared) {
-    __shared__ float partial[kWarpsPerBlock];
-    float squares = 0.0f;
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < 2 * chunks; i += kThreadsPerBlock) {
-        const float4 v = __ldg(x + i), g = __ldg(norm_weight + i);
-        squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        shared[(i % 2) * chunks + i / 2] = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+// Row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero row) as an input read in
+// place: an embedding row needs no gather before the product. load(k) gives group k's 8 values.
+struct Bf16RowInput {
+    const uint4* __restrict__ row;  // null for the zero row
+    __device__ Bf16RowInput(const uint4* table, const int32_t* row_id, int64_t chunks) {
+        const int32_t id = *row_id;
+        row = id >= 0 ? table + id * chunks : nullptr;
     }
-    // block_sum's barriers also make every thread's shared writes visible to the block.
-    return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
-}
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        const uint4 raw = row != nullptr ? __ldg(row + k) : make_uint4(0, 0, 0, 0);
+        lo = make_float4(bf16_low_to_float(raw.x), bf16_high_to_float(raw.x), bf16_low_to_float(raw.y),
+                         bf16_high_to_float(raw.y));
+        hi = make_float4(bf16_low_to_float(raw.z), bf16_high_to_float(raw.z), bf16_low_to_float(raw.w),
+                         bf16_high_to_float(raw.w));
+    }
+};
 
-// prepare_normed_input for row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero
-// row), read in place: an embedding row needs no gather before the product.
-__device__ __forceinline__ float prepare_normed_row(const uint4* __restrict__ table, const int32_t* row_id,
-                                                    const float4* __restrict__ norm_weight, float eps, int64_t chunks,
-                                                    float4* shared) {
+// Fills `shared` ([2 · chunks] float4, the layout SharedInput reads) with the input (PlainInput or
+// Bf16RowInput) times norm_weight over the block's threads and returns its 1/rms to every thread.
+template <typename Input>
+__device__ __forceinline__ float prepare_normed(const Input& input, const float4* __restrict__ norm_weight, float eps,
+                                                int64_t chunks, float4* shared) {
     __shared__ float partial[kWarpsPerBlock];
-    const int32_t id = *row_id;
     float squares = 0.0f;
 #pragma unroll 2
     for (int64_t k = threadIdx.x; k < chunks; k += kThreadsPerBlock) {
-        const uint4 raw = id >= 0 ? __ldg(table + id * chunks + k) : make_uint4(0, 0, 0, 0);
-        const float4 lo = make_float4(bf16_low_to_float(raw.x), bf16_high_to_float(raw.x), bf16_low_to_float(raw.y),
-                                      bf16_high_to_float(raw.y));
-        const float4 hi = make_float4(bf16_low_to_float(raw.z), bf16_high_to_float(raw.z), bf16_low_to_float(raw.w),
-                                      bf16_high_to_float(raw.w));
+        float4 lo, hi;
+        input.load(k, lo, hi);
         const float4 g = __ldg(norm_weight + 2 * k), h = __ldg(norm_weight + 2 * k + 1);
         squares += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w + hi.x * hi.x + hi.y * hi.y + hi.z * hi.z +
                    hi.w * hi.w;
         shared[k] = make_float4(lo.x * g.x, lo.y * g.y, lo.z * g.z, lo.w * g.w);
         shared[chunks + k] = make_float4(hi.x * h.x, hi.y * h.y, hi.z * h.z, hi.w * h.w);
     }
+    // block_sum's barriers also make every thread's shared writes visible to the block.
     return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
 }
 
@@ -154,7 +152,7 @@ __device__ __forceinline__ float finish_after_wait(RowDot<kLanes>& dot, const fl
     allow_next_kernel();
     if constexpr (kNorm) {
         extern __shared__ float4 normed_input[];
-        const float inv_rms = prepare_normed_input(x, norm_weight, eps, chunks, normed_input);
+        const float inv_rms = prepare_normed(PlainInput{x}, norm_weight, eps, chunks, normed_input);
         return dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
     } else {
         return dot.finish(PlainInput{x});
@@ -204,11 +202,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16
     for (int i = 0; i < 2; ++i) {
         const auto* norm_weight = reinterpret_cast<const float4*>(p.norm_weight[i]);
         float4* prepared = normed_inputs + i * 2 * a.chunks;
-        inv_rms[i] = p.table[i] != nullptr
-                         ? prepare_normed_row(reinterpret_cast<const uint4*>(p.table[i]), p.row_id[i], norm_weight,
-                                              a.eps, a.chunks, prepared)
-                         : prepare_normed_input(reinterpret_cast<const float4*>(p.x[i]), norm_weight, a.eps, a.chunks,
-                                                prepared);
+        inv_rms[i] =
+            p.table[i] != nullptr
+                ? prepare_normed(Bf16RowInput(reinterpret_cast<const uint4*>(p.table[i]), p.row_id[i], a.chunks),
+                                 norm_weight, a.eps, a.chunks, prepared)
+                : prepare_normed(PlainInput{reinterpret_cast<const float4*>(p.x[i])}, norm_weight, a.eps, a.chunks,
+                                 prepared);
     }
     const float4* mine = normed_inputs + half * 2 * a.chunks;
     const float product = dot.finish(SharedInput{mine, mine + a.chunks}) * inv_rms[half];
