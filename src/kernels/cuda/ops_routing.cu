@@ -265,17 +265,20 @@ __global__ void route_softmax_kernel(const float* logits, int experts, int top_k
     route_softmax_token(logits + t * experts, experts, top_k, normalize, chosen + t * top_k, weights + t * top_k);
 }
 
-// The reads of x [hidden] normalised, from shared memory (see moe_gate_kernel).
+// The reads of x [hidden] normalised, from shared memory (see moe_gate_kernel): the lower and upper
+// float4 of each 16-byte weight group in separate halves, so that a row's lanes read consecutive
+// words (no bank conflicts).
 struct SharedInput {
-    const float4* x;
+    const float4* lower;  // [chunks]
+    const float4* upper;  // [chunks]
     __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
-        lo = x[2 * k];
-        hi = x[2 * k + 1];
+        lo = lower[k];
+        hi = upper[k];
     }
 };
 
 constexpr int kGateRowsPerBlock = kThreads / kWarpSize;
-constexpr int kGateQuadsPerThread = static_cast<int>(kMaxGateHidden / 4 / kThreads);
+constexpr int kGateChunksPerThread = static_cast<int>(kMaxGateHidden / 8 / kThreads);
 
 // A decode token's gate of a mixture-of-experts layer in one launch: every block normalises x into
 // shared memory (block 0 also stores it for the experts), computes its warps' router rows (the
@@ -297,13 +300,16 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     // anything from before.
     RowDot<kWarpSize, kLoads> dot;
     dot.start(active ? w : static_cast<const uint4*>(a.router), active ? chunks : 0);
+    // A thread's values: the two float4 of each of its 16-byte groups c = threadIdx.x + j · kThreads.
     const auto* g4 = reinterpret_cast<const float4*>(a.norm_weight);
-    const int quads = static_cast<int>(a.hidden / 4);
-    float4 g[kGateQuadsPerThread], v[kGateQuadsPerThread];
+    float4 g[2 * kGateChunksPerThread], v[2 * kGateChunksPerThread];
 #pragma unroll
-    for (int j = 0; j < kGateQuadsPerThread; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < quads) g[j] = g4[i];
+    for (int j = 0; j < kGateChunksPerThread; ++j) {
+        const int64_t c = threadIdx.x + j * kThreads;
+        if (c < chunks) {
+            g[2 * j] = g4[2 * c];
+            g[2 * j + 1] = g4[2 * c + 1];
+        }
     }
     ThreadBias thread_bias;
     if (kSigmoid) thread_bias.load(a.bias, static_cast<int>(a.experts));
@@ -316,26 +322,26 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     const auto* x4 = reinterpret_cast<const float4*>(a.x);
     float squares = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kGateQuadsPerThread; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < quads) {
-            v[j] = x4[i];
+    for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
+        const int64_t c = threadIdx.x + j / 2 * kThreads;
+        if (c < chunks) {
+            v[j] = x4[2 * c + j % 2];
             squares += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
         }
     }
     const float inv = rsqrtf(block_sum(squares, reduce) / float(a.hidden) + a.eps);
 #pragma unroll
-    for (int j = 0; j < kGateQuadsPerThread; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < quads) {
+    for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
+        const int64_t c = threadIdx.x + j / 2 * kThreads;
+        if (c < chunks) {
             const float4 n = make_float4(g[j].x * (v[j].x * inv), g[j].y * (v[j].y * inv), g[j].z * (v[j].z * inv),
                                          g[j].w * (v[j].w * inv));
-            normed[i] = n;
-            if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[i] = n;
+            normed[(j % 2) * chunks + c] = n;
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[2 * c + j % 2] = n;
         }
     }
     __syncthreads();
-    const float logit = dot.finish(SharedInput{normed});
+    const float logit = dot.finish(SharedInput{normed, normed + chunks});
     if (active && threadIdx.x % kWarpSize == 0) {
         if (row < a.experts) {
             a.logits[row] = logit;
