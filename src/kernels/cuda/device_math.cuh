@@ -71,6 +71,18 @@ struct NormedInput {
     }
 };
 
+// An input a block has prepared in shared memory (a normalised input, x · norm_weight): the lower
+// and upper float4 of each 16-byte group in separate halves, so that a row's lanes read consecutive
+// words (no bank conflicts; reading a group's two float4 side by side took two passes a warp).
+struct SharedInput {
+    const float4* lower;  // [chunks]
+    const float4* upper;  // [chunks]
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        lo = lower[k];
+        hi = upper[k];
+    }
+};
+
 // The dot product of a bf16 row (`chunks` groups of 8, 16-byte aligned) with an input, by a group of
 // kLanes consecutive lanes (a whole warp, or a part of one for short rows, so that every lane still
 // has loads to issue): each lane keeps kLoads 16-byte weight loads in flight (the memory-bound

@@ -92,18 +92,6 @@ struct GroupLaunch {
     float eps;
 };
 
-// The input of a normalised group, prepared once a block in shared memory: x · norm_weight, the lower
-// and upper float4 of each 16-byte weight group in separate halves so that a row's lanes read
-// consecutive words (no bank conflicts). The norm's 1/rms is applied to each finished sum.
-struct SharedInput {
-    const float4* lower;  // [chunks]
-    const float4* upper;  // [chunks]
-    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
-        lo = lower[k];
-        hi = upper[k];
-    }
-};
-
 // Row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero row) as an input read in
 // place: an embedding row needs no gather before the product. load(k) gives group k's 8 values.
 struct Bf16RowInput {

@@ -265,18 +265,6 @@ __global__ void route_softmax_kernel(const float* logits, int experts, int top_k
     route_softmax_token(logits + t * experts, experts, top_k, normalize, chosen + t * top_k, weights + t * top_k);
 }
 
-// The reads of x [hidden] normalised, from shared memory (see moe_gate_kernel): the lower and upper
-// float4 of each 16-byte weight group in separate halves, so that a row's lanes read consecutive
-// words (no bank conflicts).
-struct SharedInput {
-    const float4* lower;  // [chunks]
-    const float4* upper;  // [chunks]
-    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
-        lo = lower[k];
-        hi = upper[k];
-    }
-};
-
 constexpr int kGateRowsPerBlock = kThreads / kWarpSize;
 constexpr int kGateChunksPerThread = static_cast<int>(kMaxGateHidden / 8 / kThreads);
 
