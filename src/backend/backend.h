@@ -300,6 +300,16 @@ public:
         (void)level;
     }
 
+    // Says that the next op writing or adding to the residual stream `x` (a product's or a mixture of
+    // experts' `out`) is followed by an op reading rmsnorm(x) with `weight`, the same host pointer it
+    // will pass. A hint inside a decode step (run_step): a backend may then have the writing op
+    // prepare the norm on the way, so that the reader needs no pass over x of its own; results do not
+    // change. The CPU backend ignores it.
+    virtual void norm_ahead(const float* x, const float* weight) {
+        (void)x;
+        (void)weight;
+    }
+
     // out[n, w.rows] = x[n, w.cols] · wᵀ
     virtual void matmul(const MatrixView& w, const float* x, int64_t n, float* out) = 0;
     // A product with its neighbours in a layer: x RMS-normalised first (x / rms(x) · fused.norm_weight,

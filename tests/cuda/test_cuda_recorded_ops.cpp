@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <random>
 #include <vector>
@@ -223,6 +224,127 @@ TEST_F(RecordedTwoPartStep, ReplaysGiveThePlainRunsResultsWithTheFlagOffAndOn) {
     if (recording_is_off()) GTEST_SKIP() << "steps are not recorded (DUET_CUDA_GRAPHS=0 or DUET_CUDA_OP_TIMES)";
     EXPECT_EQ(got.first_issued, 3) << "the step was not recorded after two plain runs (see the message on stderr)";
     EXPECT_EQ(got.second_issued, 2) << "the second part was not recorded";
+}
+
+// Random bf16 matrices for a test, kept alive with their views.
+class Matrices {
+public:
+    Matrices(std::mt19937& rng, float range) : rng_(rng), range_(range) {}
+    MatrixView operator()(int64_t rows, int64_t cols) {
+        std::vector<uint16_t>& bits = store_.emplace_back();
+        for (float x : random_values(rng_, rows * cols, -range_, range_)) bits.push_back(f32_to_bf16(x));
+        return MatrixView{DType::BF16, rows, cols, bits.data()};
+    }
+
+private:
+    std::mt19937& rng_;
+    float range_;
+    std::deque<std::vector<uint16_t>> store_;
+};
+
+// A decode step's residual stream s [dim] under the ops that prepare its next norm ahead
+// (Backend::norm_ahead) and those that read it: products added to s (rows of 8 and 32 lanes) and a
+// normalised pair written over it, read by a normalised group, a normalised SwiGLU and a plain norm;
+// both kinds of mixture of experts read by their gates and adding to s; a hint whose reader names
+// other weights and one read two ops late (both must fall back to the plain norm). Returns s after
+// each step.
+std::vector<std::vector<float>> run_norm_ahead_steps(Backend& b, int steps, const std::vector<float>& start,
+                                                   int64_t dim, uint32_t seed) {
+    std::mt19937 rng(seed);
+    Matrices matrix(rng, 0.05f);
+    const int64_t inter = 64, experts = 16;
+    std::vector<std::vector<float>> norms;
+    for (int i = 0; i < 6; ++i) norms.push_back(random_values(rng, dim, 0.5f, 1.5f));
+    const MatrixView out_proj = matrix(dim, dim), read = matrix(dim, dim), gate = matrix(dim, dim), up = matrix(dim, dim);
+    const MatrixView narrow = matrix(dim, 256);  // rows of 32 groups: 8 lanes a row
+    MoeWeights relu;
+    relu.router = matrix(experts, dim);
+    const std::vector<float> bias = random_values(rng, experts, -0.1f, 0.1f);
+    relu.score_bias = bias.data();
+    SwigluMoeWeights swiglu;
+    swiglu.router = matrix(experts, dim);
+    for (int e = 0; e < experts; ++e) {
+        relu.up.push_back(matrix(inter, dim));
+        relu.down.push_back(matrix(dim, inter));
+        swiglu.gate.push_back(matrix(inter, dim));
+        swiglu.up.push_back(matrix(inter, dim));
+        swiglu.down.push_back(matrix(dim, inter));
+    }
+    relu.shared_up = matrix(2 * inter, dim);
+    relu.shared_down = matrix(dim, 2 * inter);
+    swiglu.shared_gate = matrix(inter, dim);
+    swiglu.shared_up = matrix(inter, dim);
+    swiglu.shared_down = matrix(dim, inter);
+    swiglu.shared_expert_gate = matrix(1, dim);
+    MoeRouting routing;
+    routing.top_k = 4;
+    routing.scale = 2.0f;
+
+    Buffer s = b.alloc(static_cast<size_t>(dim)), a = b.alloc(static_cast<size_t>(dim));
+    Buffer c = b.alloc(static_cast<size_t>(dim)), u = b.alloc(static_cast<size_t>(dim));
+    Buffer normed = b.alloc(static_cast<size_t>(dim)), small = b.alloc(256);
+    b.upload(s.data(), start.data(), start.size());
+    const std::vector<float> small_values = random_values(rng, 256, -1.0f, 1.0f);
+    b.upload(small.data(), small_values.data(), small_values.size());
+    const FusedProduct add{nullptr, 0.0f, true};
+    const float eps = 1e-5f;
+    const auto issue = [&] {
+        float* x = s.data();
+        b.norm_ahead(x, norms[0].data());
+        b.matmul_fused(narrow, small.data(), 1, x, add);
+        b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[0].data(), eps, 1, normed.data());
+        b.norm_ahead(x, norms[1].data());
+        b.matmul_fused(out_proj, a.data(), 1, x, add);
+        b.matmul_swiglu_normed(gate, up, x, norms[1].data(), eps, 1, normed.data(), u.data(), c.data());
+        b.norm_ahead(x, norms[2].data());
+        b.matmul_fused(out_proj, c.data(), 1, x, add);
+        b.norm_ahead(x, norms[3].data());
+        b.moe_relu2(MoeInput{x, norms[2].data(), eps, normed.data()}, 1, relu, routing, x);
+        b.norm_ahead(x, norms[4].data());
+        b.moe_swiglu(MoeInput{x, norms[3].data(), eps, normed.data()}, 1, swiglu, 4, true, x);
+        b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[5].data(), eps, 1, normed.data());
+        b.norm_ahead(x, norms[0].data());
+        b.matmul_fused(out_proj, a.data(), 1, x, add);
+        b.matmul(read, x, 1, c.data());
+        b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[0].data(), eps, 1, normed.data());
+        b.matmul_fused(out_proj, a.data(), 1, x, add);
+        // A pair of normalised products written over s, then a product added to s, each read by a norm.
+        b.norm_ahead(x, norms[5].data());
+        b.matmul_normed_pair(NormedProduct{gate, a.data(), norms[2].data()}, NormedProduct{up, c.data(), norms[3].data()},
+                             1, eps, x, false);
+        b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[5].data(), eps, 1, normed.data());
+        b.norm_ahead(x, norms[1].data());
+        b.matmul_fused(out_proj, a.data(), 1, x, add);
+        b.rmsnorm(x, norms[1].data(), 1, dim, eps, normed.data());
+        b.matmul_fused(read, normed.data(), 1, x, add);
+        return static_cast<const float*>(x);
+    };
+    const auto key = std::make_shared<int>(0);
+    std::vector<std::vector<float>> after;
+    for (int i = 0; i < steps; ++i) {
+        b.run_step(key, issue);
+        std::vector<float>& state = after.emplace_back(static_cast<size_t>(dim));
+        b.download(state.data(), s.data(), state.size());
+    }
+    return after;
+}
+
+class NormsAheadInSteps : public cuda::testing::DeviceTest {};
+
+// Plain runs, the recording and its replays (whose partial sums must start from zero every time)
+// agree with the CPU backend, which ignores the hints, at Nemotron-H's width and a narrow one.
+TEST_F(NormsAheadInSteps, GiveThePlainNormsResultsOnEveryReplay) {
+    for (int64_t dim : {512, 2688}) {
+        SCOPED_TRACE(::testing::Message() << "width " << dim);
+        std::mt19937 rng(static_cast<uint32_t>(dim));
+        const std::vector<float> start = random_values(rng, dim, -2.0f, 2.0f);
+        ThreadPool pool(2);
+        const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
+        const std::unique_ptr<Backend> gpu = make_cuda_backend();
+        const auto want = run_norm_ahead_steps(*cpu, 6, start, dim, 3);
+        const auto got = run_norm_ahead_steps(*gpu, 6, start, dim, 3);
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(relative_error(got[i], want[i]), 1e-4) << "step " << i;
+    }
 }
 
 }  // namespace

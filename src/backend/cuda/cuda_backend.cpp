@@ -1,4 +1,5 @@
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/norms_ahead.h"
 #include "backend/cuda/step_graphs.h"
 #include "backend/cuda/step_marks.h"
 #include "backend/cuda/tensor_core_products.h"
@@ -142,10 +143,11 @@ private:
 };
 
 class CudaBackend final : public Backend {
-    // Times the op it lives in, when timing is on.
+    // Counts the op it lives in (what NormsAhead goes by) and times it, when timing is on.
     class Timed {
     public:
         Timed(CudaBackend& b, const char* name) : b_(b), name_(name) {
+            ++b_.ops_;
             if (b_.times_.enabled()) start_ = std::chrono::steady_clock::now();
         }
         ~Timed() {
@@ -252,17 +254,22 @@ public:
 
     const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {
         times_.set_in_step(true);
-        const float* result = graphs_->run(key, marked(issue, true, true));
+        const auto step = in_step(issue);
+        const float* result = graphs_->run(key, marked(step, true, true));
+        norms_ahead_.end_step();
         times_.set_in_step(false);
         return result;
     }
     const float* run_step_then_if(const std::shared_ptr<const void>& key, const std::function<const float*()>& first,
                                   const int32_t* go_on, const std::function<const float*()>& second) override {
         times_.set_in_step(true);
-        const float* result = graphs_->run_then_if(key, marked(first, true, false), go_on, marked(second, false, true));
+        const auto step = in_step(first);
+        const float* result = graphs_->run_then_if(key, marked(step, true, false), go_on, marked(second, false, true));
+        norms_ahead_.end_step();
         times_.set_in_step(false);
         return result;
     }
+    void norm_ahead(const float* x, const float* weight) override { norms_ahead_.expect(x, weight); }
     void mark(std::string_view label, MarkLevel level) override {
         marks_->mark(label, level == MarkLevel::Op);
     }
@@ -340,7 +347,8 @@ public:
         if (cuda::matvec_bf16_group_normable(cols)) {
             const float* norm = device_vector(norm_weight, cols);
             if (const auto group = one_launch_group(products, x, norm, n)) {
-                cuda::matvec_bf16_group_normed(*group, x, norm, eps, cols, stream_);
+                cuda::matvec_bf16_group_normed(*group, x, norm, eps, cols, stream_,
+                                               ahead_for_reader(x, n, cols, norm_weight));
                 return;
             }
         }
@@ -358,7 +366,8 @@ public:
             const auto* du = static_cast<const uint16_t*>(device_weight(up.data, matrix_bytes(up)));
             const float* norm = device_vector(norm_weight, gate.cols);
             if (cuda::matvec_bf16_fusable(dg, x, norm, gate.cols) && cuda::matvec_bf16_fusable(du, x, nullptr, up.cols)) {
-                cuda::matvec_bf16_swiglu(dg, du, x, norm, eps, out, gate.rows, gate.cols, stream_);
+                cuda::matvec_bf16_swiglu(dg, du, x, norm, eps, out, gate.rows, gate.cols, stream_,
+                                         ahead_for_reader(x, n, gate.cols, norm_weight));
                 return;
             }
         }
@@ -372,7 +381,9 @@ public:
         if (n == 1 && w.dtype == DType::BF16) {
             const auto* dw = static_cast<const uint16_t*>(device_weight(w.data, matrix_bytes(w)));
             if (cuda::matvec_bf16_fusable(dw, x, norm, w.cols)) {
-                cuda::matvec_bf16_fused(dw, x, norm, f.eps, f.add, out, w.rows, w.cols, stream_);
+                const cuda::NormAhead ahead = f.add ? ahead_for_writer(out, n, w.rows) : cuda::NormAhead{};
+                cuda::matvec_bf16_fused(dw, x, norm, f.eps, f.add, out, w.rows, w.cols, stream_, ahead);
+                norms_ahead_.written(ops_);
                 return;
             }
         }
@@ -416,7 +427,9 @@ public:
                 fusable = fusable && cuda::matvec_bf16_fusable(pair.w[i], pair.x[i], pair.norm_weight[i], p.w.cols);
             }
             if (fusable) {
-                cuda::matvec_bf16_normed_pair(pair, eps, add, out, a.w.rows, a.w.cols, stream_);
+                cuda::matvec_bf16_normed_pair(pair, eps, add, out, a.w.rows, a.w.cols, stream_,
+                                              ahead_for_writer(out, n, a.w.rows));
+                norms_ahead_.written(ops_);
                 return;
             }
         }
@@ -446,6 +459,11 @@ public:
 
     void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {
         Timed timed(*this, "rmsnorm");
+        const cuda::NormAhead ahead = ahead_for_reader(x, n, dim, weight);
+        if (ahead.on() && cuda::aligned_16(out)) {
+            cuda::rmsnorm_prepared(ahead, dim, eps, out, stream_);
+            return;
+        }
         cuda::rmsnorm(x, device_vector(weight, dim), n, dim, eps, out, stream_);
     }
     void add(float* acc, const float* x, int64_t count) override {
@@ -556,7 +574,10 @@ public:
             marks_->mark("moe: gate", true);
             cuda::expert_first(first, n, stream_);
             marks_->mark("moe: first", true);
-            cuda::expert_down(down_args(first, with_shared(w.down, w.shared_down), weights, nullptr, out), n, stream_);
+            ExpertDownArgs down = down_args(first, with_shared(w.down, w.shared_down), weights, nullptr, out);
+            down.ahead = ahead_for_writer(out, n, hidden);
+            cuda::expert_down(down, n, stream_);
+            norms_ahead_.written(ops_);
             return;
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
@@ -615,8 +636,10 @@ public:
             marks_->mark("moe: gate", true);
             cuda::expert_first(first, n, stream_);
             marks_->mark("moe: first", true);
-            cuda::expert_down(down_args(first, with_shared(w.down, w.shared_down), weights, gate_logit, out), n,
-                              stream_);
+            ExpertDownArgs down = down_args(first, with_shared(w.down, w.shared_down), weights, gate_logit, out);
+            down.ahead = ahead_for_writer(out, n, hidden);
+            cuda::expert_down(down, n, stream_);
+            norms_ahead_.written(ops_);
             return;
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
@@ -799,6 +822,7 @@ private:
         a.chosen = g.chosen;
         a.weights = g.weights;
         a.blocks_done = gate_blocks_done();
+        a.ahead = ahead_for_reader(a.x, n, hidden, g.in.norm_weight);
         cuda::moe_gate(a, stream_);
         return true;
     }
@@ -935,6 +959,26 @@ private:
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
     std::vector<DeviceBuffer> retired_;
+    // `issue` as the start of a decode step: the norms prepared ahead begin there (see NormsAhead).
+    std::function<const float*()> in_step(const std::function<const float*()>& issue) {
+        return [this, &issue] {
+            norms_ahead_.begin_step(stream_);
+            return issue();
+        };
+    }
+    // The norm an op of n tokens adding `cols` values to the stream `out` is to prepare (off unless
+    // the model said one is read next).
+    cuda::NormAhead ahead_for_writer(const float* out, int64_t n, int64_t cols) {
+        const float* weight = norms_ahead_.expected_for(out);
+        if (weight == nullptr || n != 1) return {};
+        return norms_ahead_.start(out, cols, weight, device_vector(weight, cols));
+    }
+    // The norm prepared ahead for this op (counted already), reading rmsnorm(x) of n tokens of `cols`
+    // values with `weight` (host): off unless the op before wrote it.
+    cuda::NormAhead ahead_for_reader(const float* x, int64_t n, int64_t cols, const float* weight) const {
+        return n == 1 ? norms_ahead_.for_reader(x, cols, weight, ops_) : cuda::NormAhead{};
+    }
+
     // `issue` with the step's marks begun before it and ended after it, as asked.
     std::function<const float*()> marked(const std::function<const float*()>& issue, bool begins, bool ends) {
         if (!marks_->enabled()) return issue;
@@ -947,6 +991,8 @@ private:
     }
 
     OpTimes times_;
+    uint64_t ops_ = 0;  // ops issued so far (Timed counts them)
+    NormsAhead norms_ahead_;
     std::unique_ptr<StepMarks> marks_;
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count

@@ -12,6 +12,7 @@
 #include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/norm_ahead.cuh"
 
 namespace duet::cuda {
 
@@ -37,7 +38,7 @@ __device__ __forceinline__ int64_t block_row(int64_t block) {
 // Vector path: rows are `chunks` groups of 8 bf16, i.e. 16 bytes each, kLanes lanes a row (see
 // RowDot). With a norm weight the input is RMS-normalised on the fly (the row's lanes sum x² as they
 // read it, see NormedInput); with `add` the result is added to y (a residual stream) instead of
-// written.
+// written, and with kAhead the stream's next norm is prepared on the way (norm_ahead.h).
 struct Vec8Launch {
     const uint4* w;
     const float4* x;
@@ -45,14 +46,18 @@ struct Vec8Launch {
     float* y;
     int64_t rows, chunks;
     float eps;
+    NormAhead ahead;
 };
 
-template <bool kNorm, bool kAdd, int kLanes>
+template <bool kNorm, bool kAdd, bool kAhead, int kLanes>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_vec8_kernel(Vec8Launch a) {
+    static_assert(kAdd || !kAhead, "only a product added to a stream prepares its next norm");
     const int64_t row = block_row<kLanes>(blockIdx.x);
     const bool active = row < a.rows;
+    const bool owner = active && threadIdx.x % kLanes == 0;
     RowDot<kLanes> dot;
     dot.start(a.w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
+    const float ahead_weight = kAhead && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     wait_for_inputs();
     allow_next_kernel();
     float sum;
@@ -63,22 +68,27 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16
     } else {
         sum = dot.finish(PlainInput{a.x});
     }
-    if (active && threadIdx.x % kLanes == 0) a.y[row] = kAdd ? a.y[row] + sum : sum;
+    const float value = owner && kAdd ? a.y[row] + sum : sum;
+    if (owner) a.y[row] = value;
+    if (kAhead) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
 }
 
 template <int kLanes>
-void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, float eps, bool add, float* y,
-                 int64_t rows, int64_t chunks, cudaStream_t stream) {
+void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, float eps, bool add,
+                 const NormAhead& ahead, float* y, int64_t rows, int64_t chunks, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
     const bool norm = norm_weight != nullptr;
-    auto* kernel = norm ? (add ? matvec_bf16_vec8_kernel<true, true, kLanes>
-                               : matvec_bf16_vec8_kernel<true, false, kLanes>)
-                        : (add ? matvec_bf16_vec8_kernel<false, true, kLanes>
-                               : matvec_bf16_vec8_kernel<false, false, kLanes>);
+    require(add || !ahead.on(), "matvec_bf16: a norm is prepared only by a product added to its stream");
+    auto* kernel = ahead.on() ? (norm ? matvec_bf16_vec8_kernel<true, true, true, kLanes>
+                                      : matvec_bf16_vec8_kernel<false, true, true, kLanes>)
+                   : norm     ? (add ? matvec_bf16_vec8_kernel<true, true, false, kLanes>
+                                     : matvec_bf16_vec8_kernel<true, false, false, kLanes>)
+                              : (add ? matvec_bf16_vec8_kernel<false, true, false, kLanes>
+                                     : matvec_bf16_vec8_kernel<false, false, false, kLanes>);
     launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream,
-                 "matvec_bf16_vec8_kernel", Vec8Launch{w, x, norm_weight, y, rows, chunks, eps});
+                 "matvec_bf16_vec8_kernel", Vec8Launch{w, x, norm_weight, y, rows, chunks, eps, ahead});
 }
 
 // The products of a group: the grid's blocks are the matrices' row blocks one after another
@@ -90,6 +100,7 @@ struct GroupLaunch {
     const float4* norm_weight;  // null without a norm
     int64_t chunks;
     float eps;
+    NormAhead ahead;  // on: the input is rmsnorm(x) prepared ahead, x is not read
 };
 
 // Row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero row) as an input read in
@@ -130,30 +141,43 @@ __device__ __forceinline__ float prepare_normed(const Input& input, const float4
     return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
 }
 
+// What a product's rows multiply: x as it is, rmsnorm(x) made by each block in shared memory after
+// its wait, or rmsnorm(x) prepared ahead by the kernel that wrote x (norm_ahead.h).
+enum class Input { Plain, Normed, Ahead };
+
 // The part of a product kernel after its first loads: waits for the kernel before, lets the next one
-// launch, and finishes the row's dot with x, or (kNorm) with rmsnorm(x) prepared once a block in
-// dynamic shared memory of 2 · chunks float4.
-template <bool kNorm, int kLanes>
+// launch, and finishes the row's dot with the input of kind kInput; a Normed input takes dynamic
+// shared memory of 2 · chunks float4.
+template <Input kInput, int kLanes>
 __device__ __forceinline__ float finish_after_wait(RowDot<kLanes>& dot, const float4* __restrict__ x,
-                                                   const float4* __restrict__ norm_weight, float eps, int64_t chunks) {
+                                                   const float4* __restrict__ norm_weight, float eps, int64_t chunks,
+                                                   const NormAhead& ahead) {
     wait_for_inputs();
     allow_next_kernel();
-    if constexpr (kNorm) {
+    if constexpr (kInput == Input::Normed) {
         extern __shared__ float4 normed_input[];
         const float inv_rms = prepare_normed(PlainInput{x}, norm_weight, eps, chunks, normed_input);
         return dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
+    } else if constexpr (kInput == Input::Ahead) {
+        const float inv_rms = norm_ahead_inv_rms(ahead, chunks * 8, eps);
+        return dot.finish(PlainInput{reinterpret_cast<const float4*>(ahead.weighted)}) * inv_rms;
     } else {
         return dot.finish(PlainInput{x});
     }
 }
 
-// Launches kernel<…, true> (`normed`) with the normalised input's shared memory when there are norm
-// weights, kernel<…, false> (`plain`) otherwise.
+// The input kind of a product launch: prepared ahead, normalised by each block, or plain.
+inline Input input_of(const float4* norm_weight, const NormAhead& ahead) {
+    return ahead.on() ? Input::Ahead : norm_weight != nullptr ? Input::Normed : Input::Plain;
+}
+
+// Launches the kernel of the input kind, a Normed one with its normalised input's shared memory.
 template <typename... Params, typename... Args>
-void launch_plain_or_normed(void (*plain)(Params...), void (*normed)(Params...), bool norm, int64_t blocks,
-                            int64_t chunks, cudaStream_t stream, const char* name, Args&&... args) {
-    launch_early(norm ? normed : plain, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
-                 norm ? static_cast<size_t>(chunks) * 2 * sizeof(float4) : 0, stream, name,
+void launch_for_input(Input input, void (*plain)(Params...), void (*normed)(Params...), void (*ahead)(Params...),
+                      int64_t blocks, int64_t chunks, cudaStream_t stream, const char* name, Args&&... args) {
+    const bool shared = input == Input::Normed;
+    launch_early(input == Input::Ahead ? ahead : shared ? normed : plain, dim3(static_cast<unsigned>(blocks)),
+                 dim3(kThreadsPerBlock), shared ? static_cast<size_t>(chunks) * 2 * sizeof(float4) : 0, stream, name,
                  std::forward<Args>(args)...);
 }
 
@@ -169,6 +193,7 @@ struct PairLaunch {
     float* y;
     int64_t rows, chunks;
     float eps;
+    NormAhead ahead;  // on: y's next norm prepared as it is written (norm_ahead.h)
 };
 
 template <bool kAdd, int kLanes>
@@ -180,9 +205,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16
     const int group = threadIdx.x / kLanes, half = group % 2;
     const int64_t row = int64_t(blockIdx.x) * (kGroups / 2) + group / 2;
     const bool active = row < a.rows;
+    const bool owner = active && half == 0 && threadIdx.x % kLanes == 0;  // the lane that writes the row
     const uint4* w = reinterpret_cast<const uint4*>(half == 0 ? p.w[0] : p.w[1]);
     RowDot<kLanes> dot;
     dot.start(w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
+    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     wait_for_inputs();
     allow_next_kernel();
     float inv_rms[2];
@@ -201,26 +228,29 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16
     const float product = dot.finish(SharedInput{mine, mine + a.chunks}) * inv_rms[half];
     if (threadIdx.x % kLanes == 0) halves[group] = product;
     __syncthreads();
-    if (active && half == 0 && threadIdx.x % kLanes == 0) {
-        const float sum = halves[group] + halves[group + 1];
-        a.y[row] = kAdd ? a.y[row] + sum : sum;
+    float value = 0.0f;
+    if (owner) {
+        value = halves[group] + halves[group + 1];
+        if (kAdd) value += a.y[row];
+        a.y[row] = value;
     }
+    if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
 }
 
 template <int kLanes>
-void launch_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t chunks,
-                 cudaStream_t stream) {
+void launch_pair(const NormedPair& pair, float eps, bool add, const NormAhead& ahead, float* y, int64_t rows,
+                 int64_t chunks, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes / 2;
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
     launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
                  dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
                  static_cast<size_t>(chunks) * 4 * sizeof(float4), stream, "matvec_bf16_pair_kernel",
-                 PairLaunch{pair, y, rows, chunks, eps});
+                 PairLaunch{pair, y, rows, chunks, eps, ahead});
 }
 
-// With kNorm the group's input is rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
-template <int kLanes, bool kNorm>
+// The group's input is x, or rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
+template <int kLanes, Input kInput>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     matvec_bf16_group_kernel(GroupLaunch g) {
     int i = 0;
@@ -230,27 +260,28 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     const bool active = row < rows;
     RowDot<kLanes> dot;
     dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
-    const float sum = finish_after_wait<kNorm>(dot, g.x, g.norm_weight, g.eps, chunks);
+    const float sum = finish_after_wait<kInput>(dot, g.x, g.norm_weight, g.eps, chunks, g.ahead);
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
 }
 
 template <int kLanes>
 void launch_group(const MatvecGroup& group, const float4* x, const float4* norm_weight, float eps, int64_t chunks,
-                  cudaStream_t stream) {
+                  const NormAhead& ahead, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
-    GroupLaunch g{group, {}, x, norm_weight, chunks, eps};
+    GroupLaunch g{group, {}, x, norm_weight, chunks, eps, ahead};
     for (int i = 0; i < group.count; ++i) {
         g.first_block[i + 1] = g.first_block[i] + (group.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock;
     }
     const int64_t blocks = g.first_block[group.count];
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_group: ", blocks, " blocks exceed the grid limit");
-    launch_plain_or_normed(matvec_bf16_group_kernel<kLanes, false>, matvec_bf16_group_kernel<kLanes, true>,
-                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_group_kernel", g);
+    launch_for_input(input_of(norm_weight, ahead), matvec_bf16_group_kernel<kLanes, Input::Plain>,
+                     matvec_bf16_group_kernel<kLanes, Input::Normed>, matvec_bf16_group_kernel<kLanes, Input::Ahead>,
+                     blocks, chunks, stream, "matvec_bf16_group_kernel", g);
 }
 
 // A SwiGLU's products of one input, y = silu(gate · x) · (up · x) (matvec_bf16_swiglu): a pair of rows
 // takes 2 · kLanes lanes of a warp, the lower kLanes streaming the gate's row and the upper the up
-// product's, so both are in flight at once; with kNorm the input is rmsnorm(x) as in the group.
+// product's, so both are in flight at once; the input is x or rmsnorm(x), as in the group.
 struct SwigluLaunch {
     const uint4* gate;
     const uint4* up;
@@ -259,9 +290,10 @@ struct SwigluLaunch {
     float* y;
     int64_t rows, chunks;
     float eps;
+    NormAhead ahead;  // on: the input is rmsnorm(x) prepared ahead
 };
 
-template <int kLanes, bool kNorm>
+template <int kLanes, Input kInput>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_swiglu_kernel(SwigluLaunch a) {
     static_assert(2 * kLanes <= kWarpSize, "a pair of rows fits in a warp");
     const int64_t row = block_row<2 * kLanes>(blockIdx.x);
@@ -269,20 +301,21 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16
     const bool up_half = (threadIdx.x / kLanes) % 2 == 1;
     RowDot<kLanes> dot;
     dot.start((up_half ? a.up : a.gate) + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
-    const float sum = finish_after_wait<kNorm>(dot, a.x, a.norm_weight, a.eps, a.chunks);
+    const float sum = finish_after_wait<kInput>(dot, a.x, a.norm_weight, a.eps, a.chunks, a.ahead);
     const float up_sum = __shfl_down_sync(0xFFFFFFFFu, sum, kLanes);  // the up half's sum, to the gate half
     if (active && threadIdx.x % (2 * kLanes) == 0) a.y[row] = silu(sum) * up_sum;
 }
 
 template <int kLanes>
-void launch_swiglu(const uint4* gate, const uint4* up, const float4* x, const float4* norm_weight, float eps, float* y,
-                   int64_t rows, int64_t chunks, cudaStream_t stream) {
+void launch_swiglu(const uint4* gate, const uint4* up, const float4* x, const float4* norm_weight, float eps,
+                   const NormAhead& ahead, float* y, int64_t rows, int64_t chunks, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / (2 * kLanes);
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_swiglu: ", rows, " rows exceed the grid limit");
-    launch_plain_or_normed(matvec_bf16_swiglu_kernel<kLanes, false>, matvec_bf16_swiglu_kernel<kLanes, true>,
-                           norm_weight != nullptr, blocks, chunks, stream, "matvec_bf16_swiglu_kernel",
-                           SwigluLaunch{gate, up, x, norm_weight, y, rows, chunks, eps});
+    launch_for_input(input_of(norm_weight, ahead), matvec_bf16_swiglu_kernel<kLanes, Input::Plain>,
+                     matvec_bf16_swiglu_kernel<kLanes, Input::Normed>, matvec_bf16_swiglu_kernel<kLanes, Input::Ahead>,
+                     blocks, chunks, stream, "matvec_bf16_swiglu_kernel",
+                     SwigluLaunch{gate, up, x, norm_weight, y, rows, chunks, eps, ahead});
 }
 
 // Scalar path for odd widths and unaligned pointers (e.g. views into a
@@ -315,7 +348,7 @@ bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_we
 }
 
 void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weight, float eps, bool add, float* y,
-                       int64_t rows, int64_t cols, cudaStream_t stream) {
+                       int64_t rows, int64_t cols, cudaStream_t stream, const NormAhead& ahead) {
     require(rows >= 0 && cols >= 0, "matvec_bf16: negative shape [", rows, ", ", cols, "]");
     if (rows == 0) return;
     require(y != nullptr, "matvec_bf16: null output pointer");
@@ -327,12 +360,13 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
         const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
         const int64_t chunks = cols / 8;
         switch (row_lanes(chunks)) {
-            case 32: launch_vec8<32>(w4, x4, g4, eps, add, y, rows, chunks, stream); break;
-            case 16: launch_vec8<16>(w4, x4, g4, eps, add, y, rows, chunks, stream); break;
-            default: launch_vec8<8>(w4, x4, g4, eps, add, y, rows, chunks, stream); break;
+            case 32: launch_vec8<32>(w4, x4, g4, eps, add, ahead, y, rows, chunks, stream); break;
+            case 16: launch_vec8<16>(w4, x4, g4, eps, add, ahead, y, rows, chunks, stream); break;
+            default: launch_vec8<8>(w4, x4, g4, eps, add, ahead, y, rows, chunks, stream); break;
         }
     } else {
-        require(norm_weight == nullptr && !add, "matvec_bf16: a fused norm or residual needs the vector path");
+        require(norm_weight == nullptr && !add && !ahead.on(),
+                "matvec_bf16: a fused norm or residual needs the vector path");
         const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
         require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
         matvec_bf16_scalar_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(w, x, y, rows, cols);
@@ -343,7 +377,7 @@ void matvec_bf16_fused(const uint16_t* w, const float* x, const float* norm_weig
 bool matvec_bf16_pair_normable(int64_t cols) { return matvec_bf16_group_normable(2 * cols); }
 
 void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t cols,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const NormAhead& ahead) {
     require(matvec_bf16_pair_normable(cols), "matvec_bf16_normed_pair: ", cols,
             " columns do not fit the shared memory of both normalised inputs");
     for (int i = 0; i < 2; ++i) {
@@ -356,9 +390,9 @@ void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float*
     if (rows == 0) return;
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {
-        case 32: launch_pair<32>(pair, eps, add, y, rows, chunks, stream); break;
-        case 16: launch_pair<16>(pair, eps, add, y, rows, chunks, stream); break;
-        default: launch_pair<8>(pair, eps, add, y, rows, chunks, stream); break;
+        case 32: launch_pair<32>(pair, eps, add, ahead, y, rows, chunks, stream); break;
+        case 16: launch_pair<16>(pair, eps, add, ahead, y, rows, chunks, stream); break;
+        default: launch_pair<8>(pair, eps, add, ahead, y, rows, chunks, stream); break;
     }
 }
 
@@ -374,14 +408,14 @@ void check_group(const MatvecGroup& group, const float* x, const float* norm_wei
 }
 
 void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_weight, float eps, int64_t cols,
-                    cudaStream_t stream) {
+                    const NormAhead& ahead, cudaStream_t stream) {
     const auto* x4 = reinterpret_cast<const float4*>(x);
     const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {
-        case 32: launch_group<32>(group, x4, g4, eps, chunks, stream); break;
-        case 16: launch_group<16>(group, x4, g4, eps, chunks, stream); break;
-        default: launch_group<8>(group, x4, g4, eps, chunks, stream); break;
+        case 32: launch_group<32>(group, x4, g4, eps, chunks, ahead, stream); break;
+        case 16: launch_group<16>(group, x4, g4, eps, chunks, ahead, stream); break;
+        default: launch_group<8>(group, x4, g4, eps, chunks, ahead, stream); break;
     }
 }
 
@@ -389,7 +423,7 @@ void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_
 
 void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream) {
     check_group(group, x, nullptr, cols, "matvec_bf16_group");
-    dispatch_group(group, x, nullptr, 0.0f, cols, stream);
+    dispatch_group(group, x, nullptr, 0.0f, cols, NormAhead{}, stream);
 }
 
 bool matvec_bf16_group_normable(int64_t cols) {
@@ -406,19 +440,21 @@ void require_normable(int64_t cols, const char* what) {
 }  // namespace
 
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
-                              int64_t cols, cudaStream_t stream) {
+                              int64_t cols, cudaStream_t stream, const NormAhead& ahead) {
     require(norm_weight != nullptr, "matvec_bf16_group_normed: no norm weights");
     require_normable(cols, "matvec_bf16_group_normed");
-    check_group(group, x, norm_weight, cols, "matvec_bf16_group_normed");
-    dispatch_group(group, x, norm_weight, eps, cols, stream);
+    check_group(group, ahead.on() ? ahead.weighted : x, norm_weight, cols, "matvec_bf16_group_normed");
+    dispatch_group(group, x, norm_weight, eps, cols, ahead, stream);
 }
 
 void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x, const float* norm_weight, float eps,
-                        float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+                        float* y, int64_t rows, int64_t cols, cudaStream_t stream, const NormAhead& ahead) {
     require(rows >= 0 && y != nullptr, "matvec_bf16_swiglu: no output for ", rows, " rows");
     require(matvec_bf16_fusable(gate, x, norm_weight, cols) && matvec_bf16_fusable(up, x, nullptr, cols),
             "matvec_bf16_swiglu: the products cannot take the vector path");
     if (norm_weight != nullptr) require_normable(cols, "matvec_bf16_swiglu");
+    require(!ahead.on() || (norm_weight != nullptr && aligned_16(ahead.weighted)),
+            "matvec_bf16_swiglu: a norm prepared ahead needs its weights and an aligned input");
     if (rows == 0) return;
     const auto* g4 = reinterpret_cast<const uint4*>(gate);
     const auto* u4 = reinterpret_cast<const uint4*>(up);
@@ -426,9 +462,9 @@ void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x
     const auto* n4 = reinterpret_cast<const float4*>(norm_weight);
     const int64_t chunks = cols / 8;
     if (row_lanes(chunks) >= 16) {
-        launch_swiglu<16>(g4, u4, x4, n4, eps, y, rows, chunks, stream);
+        launch_swiglu<16>(g4, u4, x4, n4, eps, ahead, y, rows, chunks, stream);
     } else {
-        launch_swiglu<8>(g4, u4, x4, n4, eps, y, rows, chunks, stream);
+        launch_swiglu<8>(g4, u4, x4, n4, eps, ahead, y, rows, chunks, stream);
     }
 }
 

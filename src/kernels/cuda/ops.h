@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "kernels/cuda/norm_ahead.h"
 
 namespace duet::cuda {
 
@@ -46,6 +47,9 @@ void widen_to_f32(const void* w, WeightType type, int64_t count, float* out, cud
 
 // --- norms and gates -------------------------------------------------------------------------
 void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out, cudaStream_t stream);
+// One row's rmsnorm whose norm the kernel that wrote the row prepared (norm_ahead.h): out [dim] =
+// ahead.weighted / rms, one pass with no sum of its own.
+void rmsnorm_prepared(const NormAhead& ahead, int64_t dim, float eps, float* out, cudaStream_t stream);
 void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,
                          int64_t groups, float eps, cudaStream_t stream);
 // args.norm_weight device memory.
@@ -98,6 +102,7 @@ struct ExpertDownArgs {
     const float* shared_mid = nullptr;         // [tokens, shared inter]
     const float* shared_gate_logit = nullptr;  // [tokens]: the shared output is scaled by its sigmoid; null: by 1
     float* out = nullptr;                      // [tokens, hidden], added to
+    NormAhead ahead;  // on (one token): the stream's next norm prepared as out is written (norm_ahead.h)
 };
 // Whether a layer of these widths and token · expert slots runs through the two launches.
 bool expert_layer_fits(int64_t hidden, int64_t routed_inter, int64_t shared_inter, int64_t slots);
@@ -189,6 +194,7 @@ struct MoeGateArgs {
     int32_t* chosen = nullptr;    // [top_k]
     float* weights = nullptr;     // [top_k]
     unsigned* blocks_done = nullptr;
+    NormAhead ahead;  // on: rmsnorm(x) was prepared by the kernel that wrote x (norm_ahead.h)
 };
 bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k);
 void moe_gate(const MoeGateArgs& args, cudaStream_t stream);

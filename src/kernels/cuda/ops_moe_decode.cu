@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
+#include "kernels/cuda/norm_ahead.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -104,6 +105,8 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(Ex
     const int64_t token = blockIdx.y;
     const int64_t row = int64_t(blockIdx.x) * (kWarpSize / kLanes) + lane / kLanes;
     const bool active = row < a.rows;
+    const bool owner = warp == 0 && active && lane % kLanes == 0;  // the lane that adds the row to the stream
+    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     const int sources = static_cast<int>(a.k) + (a.shared_index >= 0 ? 1 : 0);
     for (int j = threadIdx.x; j < sources; j += blockDim.x) {
         if (j < a.k) {
@@ -150,7 +153,11 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(Ex
         for (int w = 0; w < kSourceWarps; ++w) sum += warp_sums[w][lane];
     }
     allow_next_kernel();
-    if (warp == 0 && active && lane % kLanes == 0) a.out[token * a.rows + row] += sum;
+    if (warp == 0) {
+        const float value = owner ? a.out[token * a.rows + row] + sum : 0.0f;
+        if (owner) a.out[token * a.rows + row] = value;
+        if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
+    }
 }
 
 template <bool kSwiglu, int kLanes, int kLoads>
@@ -206,6 +213,7 @@ void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
             kMaxDownSources - 1);
     require(aligned_16(a.routed_mid) && (a.shared_index < 0 || aligned_16(a.shared_mid)),
             "expert_down: inputs must be aligned 16-byte groups");
+    require(!a.ahead.on() || tokens == 1, "expert_down: a norm is prepared ahead for one token, not ", tokens);
     if (tokens == 0 || a.rows == 0) return;
     switch (row_lanes(a.routed_chunks)) {
         // Rows of 128 or more groups: 8 loads a lane read up to 256 groups (Nemotron-H's 232) at once.

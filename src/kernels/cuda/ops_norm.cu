@@ -2,8 +2,10 @@
 // stores, and the gated head norm. One block per normalised row, threads across its values.
 #include <algorithm>
 
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/norm_ahead.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -23,6 +25,20 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, co
     const float inv = rsqrtf(block_sum(thread_sum_squares(row, dim), shared) / float(dim) + eps);
     allow_next_kernel();
     scaled_product(row, weight, inv, dim, out + int64_t(blockIdx.x) * dim);
+}
+
+__global__ void __launch_bounds__(kRowThreads) rmsnorm_prepared_kernel(NormAhead ahead, int64_t dim, float eps,
+                                                                       float* out) {
+    wait_for_inputs();
+    const float inv = norm_ahead_inv_rms(ahead, dim, eps);
+    allow_next_kernel();
+    const auto* weighted = reinterpret_cast<const float4*>(ahead.weighted);
+    auto* out4 = reinterpret_cast<float4*>(out);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < dim / 4; i += blockDim.x) {
+        const float4 v = weighted[i];
+        out4[i] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+    }
 }
 
 // Block (t, group): y *= silu(z), then the group normalised and scaled.
@@ -193,6 +209,13 @@ void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
     if (n == 0) return;
     launch_early(rmsnorm_kernel, dim3(static_cast<unsigned>(n)), dim3(kRowThreads), 0, stream, "rmsnorm_kernel", x,
                  weight, dim, eps, out);
+}
+
+void rmsnorm_prepared(const NormAhead& ahead, int64_t dim, float eps, float* out, cudaStream_t stream) {
+    require(ahead.on() && dim % 4 == 0 && aligned_16(ahead.weighted) && aligned_16(out),
+            "rmsnorm_prepared: a prepared norm of whole, aligned float4 groups, got ", dim, " values");
+    launch_early(rmsnorm_prepared_kernel, dim3(1), dim3(kRowThreads), 0, stream, "rmsnorm_prepared_kernel", ahead,
+                 dim, eps, out);
 }
 
 void gated_group_rmsnorm(float* y, const float* z, int64_t z_stride, const float* weight, int64_t n, int64_t dim,

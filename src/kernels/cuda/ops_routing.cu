@@ -1,8 +1,10 @@
 // Expert routing, one block per token, with the CPU's exact rules (see kernels/cpu/moe_routing.h):
 // the same scores, the same ties to the lower index, the same normalisation. The top-k ranks every
 // expert against the others in one pass.
+#include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/norm_ahead.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -271,8 +273,10 @@ constexpr int kGateChunksPerThread = static_cast<int>(kMaxGateHidden / 8 / kThre
 // A decode token's gate of a mixture-of-experts layer in one launch: every block normalises x into
 // shared memory (block 0 also stores it for the experts), computes its warps' router rows (the
 // optional extra row after the experts' is the shared expert's gate) and the last block to finish
-// routes. Three dependent kernels of a few microseconds each become one.
-template <bool kSigmoid, int kLoads>
+// routes. Three dependent kernels of a few microseconds each become one. With kAhead the norm was
+// prepared by the kernel that wrote x (norm_ahead.h): the rows read it in place, and block 0 scales
+// it for the experts.
+template <bool kSigmoid, int kLoads, bool kAhead>
 __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     extern __shared__ float4 normed[];
     __shared__ float reduce[32];
@@ -294,7 +298,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
 #pragma unroll
     for (int j = 0; j < kGateChunksPerThread; ++j) {
         const int64_t c = threadIdx.x + j * kThreads;
-        if (c < chunks) {
+        if (!kAhead && c < chunks) {
             g[2 * j] = g4[2 * c];
             g[2 * j + 1] = g4[2 * c + 1];
         }
@@ -306,30 +310,56 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     allow_next_kernel();
     wait_for_inputs();
 
-    // x read once into registers, normalised from there.
-    const auto* x4 = reinterpret_cast<const float4*>(a.x);
-    float squares = 0.0f;
+    float logit;
+    if constexpr (kAhead) {
+        const auto* weighted = reinterpret_cast<const float4*>(a.ahead.weighted);
+        if (blockIdx.x == 0) {
+            // The thread's values all in flight before the first store (which may alias them, as far
+            // as the compiler knows), as the other branch reads x.
 #pragma unroll
-    for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
-        const int64_t c = threadIdx.x + j / 2 * kThreads;
-        if (c < chunks) {
-            v[j] = x4[2 * c + j % 2];
-            squares += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+            for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
+                const int64_t c = threadIdx.x + j / 2 * kThreads;
+                if (c < chunks) v[j] = __ldg(weighted + 2 * c + j % 2);
+            }
         }
-    }
-    const float inv = rsqrtf(block_sum(squares, reduce) / float(a.hidden) + a.eps);
+        const float inv = norm_ahead_inv_rms(a.ahead, a.hidden, a.eps);
+        if (blockIdx.x == 0) {
 #pragma unroll
-    for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
-        const int64_t c = threadIdx.x + j / 2 * kThreads;
-        if (c < chunks) {
-            const float4 n = make_float4(g[j].x * (v[j].x * inv), g[j].y * (v[j].y * inv), g[j].z * (v[j].z * inv),
-                                         g[j].w * (v[j].w * inv));
-            normed[(j % 2) * chunks + c] = n;
-            if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[2 * c + j % 2] = n;
+            for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
+                const int64_t c = threadIdx.x + j / 2 * kThreads;
+                if (c < chunks) {
+                    reinterpret_cast<float4*>(a.normed)[2 * c + j % 2] =
+                        make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv);
+                }
+            }
         }
+        logit = dot.finish(PlainInput{weighted}) * inv;
+    } else {
+        // x read once into registers, normalised from there.
+        const auto* x4 = reinterpret_cast<const float4*>(a.x);
+        float squares = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
+            const int64_t c = threadIdx.x + j / 2 * kThreads;
+            if (c < chunks) {
+                v[j] = x4[2 * c + j % 2];
+                squares += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+            }
+        }
+        const float inv = rsqrtf(block_sum(squares, reduce) / float(a.hidden) + a.eps);
+#pragma unroll
+        for (int j = 0; j < 2 * kGateChunksPerThread; ++j) {
+            const int64_t c = threadIdx.x + j / 2 * kThreads;
+            if (c < chunks) {
+                const float4 n = make_float4(g[j].x * (v[j].x * inv), g[j].y * (v[j].y * inv),
+                                             g[j].z * (v[j].z * inv), g[j].w * (v[j].w * inv));
+                normed[(j % 2) * chunks + c] = n;
+                if (blockIdx.x == 0) reinterpret_cast<float4*>(a.normed)[2 * c + j % 2] = n;
+            }
+        }
+        __syncthreads();
+        logit = dot.finish(SharedInput{normed, normed + chunks});
     }
-    __syncthreads();
-    const float logit = dot.finish(SharedInput{normed, normed + chunks});
     if (active && threadIdx.x % kWarpSize == 0) {
         if (row < a.experts) {
             a.logits[row] = logit;
@@ -377,6 +407,16 @@ void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t
                  chosen, weights);
 }
 
+namespace {
+
+template <int kLoads>
+auto gate_kernel(bool sigmoid, bool ahead) {
+    return sigmoid ? (ahead ? moe_gate_kernel<true, kLoads, true> : moe_gate_kernel<true, kLoads, false>)
+                   : (ahead ? moe_gate_kernel<false, kLoads, true> : moe_gate_kernel<false, kLoads, false>);
+}
+
+}  // namespace
+
 bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k) {
     return hidden % 8 == 0 && hidden <= kMaxGateHidden && experts <= kMaxExperts && top_k <= kMaxTopK &&
            top_k <= experts;
@@ -389,12 +429,14 @@ void moe_gate(const MoeGateArgs& a, cudaStream_t stream) {
             " do not fit the one-launch gate");
     const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
     const auto blocks = static_cast<unsigned>((rows + kGateRowsPerBlock - 1) / kGateRowsPerBlock);
-    const size_t shared_bytes = static_cast<size_t>(a.hidden) * sizeof(float);
+    const bool ahead = a.ahead.on();
+    require(!ahead || aligned_16(a.ahead.weighted), "moe_gate: a norm prepared ahead must be 16-byte aligned");
+    const size_t shared_bytes = ahead ? 0 : static_cast<size_t>(a.hidden) * sizeof(float);
     // Loads a lane enough for a whole router row (Nemotron-H's 336 groups, Qwen3.5's 256) in one round.
     const int64_t loads = (a.hidden / 8 + kWarpSize - 1) / kWarpSize;
-    void (*kernel)(MoeGateArgs) = loads <= 4 ? (a.sigmoid ? moe_gate_kernel<true, 4> : moe_gate_kernel<false, 4>)
-                                   : loads <= 8 ? (a.sigmoid ? moe_gate_kernel<true, 8> : moe_gate_kernel<false, 8>)
-                                                : (a.sigmoid ? moe_gate_kernel<true, 12> : moe_gate_kernel<false, 12>);
+    void (*kernel)(MoeGateArgs) = loads <= 4 ? gate_kernel<4>(a.sigmoid, ahead)
+                                  : loads <= 8 ? gate_kernel<8>(a.sigmoid, ahead)
+                                               : gate_kernel<12>(a.sigmoid, ahead);
     launch_early(kernel, dim3(blocks), dim3(kThreads), shared_bytes, stream, "moe_gate_kernel", a);
 }
 

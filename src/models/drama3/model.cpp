@@ -148,16 +148,19 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin,
     b.mark("tower input: embedding", Backend::MarkLevel::Op);
     // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products with their norms folded in.
     float* x = sc.x.data();
+    b.norm_ahead(x, w.input_norm.data());
     b.matmul_normed_pair(embedding, NormedProduct{w.eh_hidden, hin, w.hnorm.data()}, n, c.norm_eps, x, false);
     b.mark("tower input");
 
     const NormedInput attention_in(b, x, n, w.input_norm.data(), c.norm_eps, sc.normed.data());
+    b.norm_ahead(x, w.post_norm.data());  // the attention's output projection adds to x once, at its end
     gated_attention(b, TowerScratch::attention_shape(c), w.attention, attention_in, at, s.tower_keys(t),
                     s.tower_values(t), sc.attention, x);
     b.mark("tower attention");
     const NormedInput mlp_in(b, x, n, w.post_norm.data(), c.norm_eps, sc.normed.data());
     mlp_in.swiglu(w.gate, w.up, sc.gate.data(), sc.up.data());
     b.mark("tower mlp: norm, gate, up, silu", Backend::MarkLevel::Op);
+    b.norm_ahead(x, w.out_norm.data());
     b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
     b.mark("tower mlp: down", Backend::MarkLevel::Op);
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);

@@ -184,6 +184,8 @@ void Model::run_layers(Backend& b, State& s, const StepPosition& at, int64_t n, 
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
         float* xn = sc.normed.data();
+        // Every mixer adds to h once, at its end; the next layer (or the final norm) reads it normalised.
+        b.norm_ahead(h, i + 1 < layers ? weights_.layers[i + 1].norm.data() : weights_.final_norm.data());
         switch (layer.kind) {
             case LayerKind::Mamba: mamba_mixer(c, b, layer.mamba, layer.norm, s, layer.state_slot, h, n, sc); break;
             case LayerKind::Attention:

@@ -174,13 +174,15 @@ void Model::run_layers(Backend& b, State& s, const float* rows, int64_t n, float
     for (int64_t i = 0; i < layers; ++i) {
         const Layer& layer = weights_.layers[i];
         const NormedInput mixer_in(b, h, n, layer.input_norm.data(), c.norm_eps, xn);
-        // Both mixers add their output to h.
+        // Both mixers add their output to h once, at their end, as the mixture of experts does.
+        b.norm_ahead(h, layer.post_norm.data());
         if (layer.kind == LayerKind::LinearAttention) {
             linear_attention_mixer(c, b, layer.linear, s, layer.state_slot, mixer_in, delta_rule_chunk, sc, h);
         } else {
             full_attention_mixer(c, b, layer.attention, s, layer.state_slot, mixer_in, at, sc, h);
         }
         b.mark(layer_kind_name(layer.kind));
+        b.norm_ahead(h, i + 1 < layers ? weights_.layers[i + 1].input_norm.data() : weights_.final_norm.data());
         b.moe_swiglu(MoeInput{h, layer.post_norm.data(), c.norm_eps, xn}, n, layer.moe, c.experts_per_token,
                      c.norm_topk, h);
         b.mark("moe");
