@@ -96,8 +96,8 @@ constexpr int kMaxDownSources = 65;
 // had finished (and its writes were visible) before the first launch's blocks passed their wait,
 // so before this launch began. It is read past L1 (ld.global.cg), which may still hold the last
 // layer's routing.
-template <int kLanes, int kLoads, int kBatch, int kSourceWarps>
-__global__ void __launch_bounds__(kSourceWarps* kWarpSize) expert_down_kernel(ExpertDownArgs a) {
+template <int kLanes, int kLoads, int kBatch, int kSourceWarps, int kMinBlocks>
+__global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_down_kernel(ExpertDownArgs a) {
     __shared__ const uint4* matrix[kMaxDownSources];
     __shared__ float weight[kMaxDownSources];
     __shared__ float warp_sums[kSourceWarps][kWarpSize];
@@ -173,10 +173,10 @@ void launch_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
                  stream, "expert_first_kernel", a, g);
 }
 
-template <int kLanes, int kLoads, int kBatch, int kSourceWarps>
+template <int kLanes, int kLoads, int kBatch, int kSourceWarps, int kMinBlocks>
 void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kWarpSize / kLanes;
-    launch_early(expert_down_kernel<kLanes, kLoads, kBatch, kSourceWarps>,
+    launch_early(expert_down_kernel<kLanes, kLoads, kBatch, kSourceWarps, kMinBlocks>,
                  dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock),
                       static_cast<unsigned>(tokens)),
                  dim3(kSourceWarps * kWarpSize), 0, stream, "expert_down_kernel", a);
@@ -218,11 +218,15 @@ void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
     switch (row_lanes(a.routed_chunks)) {
         // Rows of 128 or more groups: 8 loads a lane read up to 256 groups (Nemotron-H's 232) at once.
         // Shorter rows (Qwen3.5-MoE's 64 groups) take three sources at a time. A row's sources are
-        // shared out over the block's warps: 4 for Nemotron-H's 7 (measured faster than 2), 3 for
-        // Qwen3.5-MoE's 9 (a batch of three each, so all in one round).
-        case 32: launch_down<32, 8, 1, 4>(a, tokens, stream); break;
-        case 16: launch_down<16, 4, 3, 3>(a, tokens, stream); break;
-        default: launch_down<8, 4, 3, 3>(a, tokens, stream); break;
+        // shared out over the block's warps: 4 for Nemotron-H's 7 (measured faster than 2, 7 or 8), 3
+        // for Qwen3.5-MoE's 9 (a batch of three each, so all in one round). Qwen3.5-MoE's 2048 rows
+        // are 1024 blocks: held to 8 blocks an SM (80 registers, a few spilled) they are one wave on
+        // an H200's 132 SMs, where 7 (96 registers) left a second wave of 100 blocks; measured 0.05
+        // ms a Drama 3 frame faster. Nemotron-H's 2688 blocks take several waves either way: at 6
+        // blocks an SM (80 registers) they ran 0.05 ms a token faster than at 8 (64 registers).
+        case 32: launch_down<32, 8, 1, 4, 6>(a, tokens, stream); break;
+        case 16: launch_down<16, 4, 3, 3, 8>(a, tokens, stream); break;
+        default: launch_down<8, 4, 3, 3, 8>(a, tokens, stream); break;
     }
 }
 
