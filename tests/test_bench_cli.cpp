@@ -1,10 +1,13 @@
 // duet bench on the tiny presets: the sequence state's capacity (--ctx) is reported, defaults to the
-// prompt and the decoded steps, and a capacity that cannot hold them is refused by name.
+// prompt and the decoded steps, and a capacity that cannot hold them is refused by name; the speech
+// benchmark's draws are bounded.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "base/error.h"
 #include "base/json.h"
+#include "cli/timed_draws.h"
 #include "test_support.h"
 
 namespace duet {
@@ -40,6 +43,28 @@ TEST(BenchCli, CtxTooSmallForThePromptIsRefused) {
     const testing::CliResult r = run_duet(std::string("bench --arch nemotron_h") + kSmall + " --ctx 9");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--ctx is '9', expected an integer in [10, "), std::string::npos) << r.err;
+}
+
+// The speech benchmark times draws until enough frames are fed; draws that end the speech feed none
+// and drawing goes on, but a model that only ever ends it is an error, not an endless loop.
+TEST(BenchDraws, EndOfSpeechDrawsAreTimedAndDrawingGoesOn) {
+    int calls = 0;
+    const std::vector<double> seconds =
+        cli::time_draws_until_fed(3, 20, [&] { return ++calls % 2 == 0; }, "test bench");
+    EXPECT_EQ(seconds.size(), 6u);
+    EXPECT_EQ(calls, 6);
+}
+
+TEST(BenchDraws, OnlyEndsOfSpeechAreRefusedAfterTheBound) {
+    int calls = 0;
+    try {
+        cli::time_draws_until_fed(4, 12, [&] { return ++calls > 100; }, "test bench");
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("test bench: 12 draws fed only 0 of 4 frames"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(calls, 12);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "cli/bench_support.h"
+#include "cli/timed_draws.h"
 #include "models/drama3/model.h"
 #include "models/drama3/presets.h"
 #include "models/drama3/random_weights.h"
@@ -66,14 +67,9 @@ int bench_drama3(const Args& args) {
     drama3::FrameSampling sampling;
     sampling.params.seed = 1;
     std::vector<int32_t> frame(static_cast<size_t>(c.frame_width()));
-    int64_t fed = 0, steps = 0;
-    std::vector<double> step_s;
-    while (fed < frames) {
-        const auto start = Clock::now();
-        fed += speaker->step(sampling, frame) ? 1 : 0;
-        step_s.push_back(seconds_since(start));
-        ++steps;
-    }
+    const std::vector<double> step_s = time_draws_until_fed(
+        frames, 8 * frames + 64, [&] { return speaker->step(sampling, frame); }, "drama3 bench");
+    const auto steps = static_cast<int64_t>(step_s.size());
     // The median frame: the first frames also copy weights and record the step on an accelerator.
     const double frame_s = median(step_s);
     const double weight_bytes = static_cast<double>(model.frame_weight_bytes());
