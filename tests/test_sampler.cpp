@@ -1,6 +1,7 @@
 // Sampling: the kept set and its renormalised distribution (checked by chi-square over many
 // draws), temperature, RAS's rule, and the counter-based generator's reproducibility.
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -104,6 +105,21 @@ TEST(Sampler, TemperatureZeroIsArgmaxWithTheFirstOnTies) {
     EXPECT_EQ(sample_index(kLogits, {0.0f, 30, 0.9f, 0}, 0.999f), 3);
     const std::vector<float> tied = {1.0f, 5.0f, 5.0f};
     EXPECT_EQ(sample_index(tied, {0.0f, 0, 1.0f, 0}, 0.5f), 1);
+}
+
+// A NaN ranks above every number, of either sign, the first of several winning (torch.argmax's
+// rule): the order stays total, so the draws are defined whatever the logits hold. With a NaN among
+// the kept candidates their weights are NaN too, and the draw falls to the last kept one.
+TEST(Sampler, NanLogitsRankAboveEveryNumber) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> logits = {1.0f, inf, -nan, 3.0f, nan, -inf};
+    EXPECT_EQ(sample_index(logits, {0.0f, 0, 1.0f, 0}, 0.5f), 2);
+    EXPECT_EQ(sample_index(logits, {1.0f, 1, 1.0f, 0}, 0.5f), 2);
+    EXPECT_EQ(sample_index(logits, {1.0f, 2, 1.0f, 0}, 0.5f), 4);
+    EXPECT_EQ(sample_index(logits, {1.0f, 0, 0.9f, 0}, 0.1f), 5);
+    const std::vector<float> numbers_first = {2.0f, 7.0f, nan};
+    EXPECT_EQ(sample_index(numbers_first, {0.0f, 0, 1.0f, 0}, 0.5f), 2);
 }
 
 TEST(Sampler, BadParametersAreRefused) {

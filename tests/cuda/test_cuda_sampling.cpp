@@ -174,6 +174,26 @@ TEST_F(CudaSampling, GreedyOverALongRowTakesTheFirstLargest) {
     }
 }
 
+// NaN (of either sign) and infinite logits among numbers: both backends rank a NaN above every
+// number, so they draw the same index, in the warp's top-k, the pieces of a long top-k and the greedy
+// draws of short and long rows.
+TEST_F(CudaSampling, SampleMatchesTheCpuWithNanAndInfiniteLogits) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<uint64_t> seeds = {5};
+    const std::vector<int32_t> steps = {0, 1, 2};
+    for (const int64_t count : {int64_t(7), int64_t(300), int64_t(4097), int64_t(16384)}) {
+        for (const int specials : {1, 3}) {
+            std::vector<float> logits = random_logits(rng_, static_cast<size_t>(count), 2.0f);
+            const float values[4] = {nan, -nan, inf, -inf};
+            for (int j = 0; j < 4 * specials; ++j) logits[static_cast<size_t>((j * 2654435761u) % count)] = values[j % 4];
+            const std::string what = std::to_string(count) + " logits with " + std::to_string(specials) + " of each special";
+            for (const SamplingParams& params : kSettings) expect_same_draws(logits, 1, count, params, seeds, steps, 1, what);
+            expect_same_draws(logits, 1, count, SamplingParams{1.0f, 0, 1.0f, 0}, seeds, steps, 1, what);
+        }
+    }
+}
+
 TEST_F(CudaSampling, SampleRejectsWhatTheCpuRejects) {
     Buffer x = gpu_->alloc(8), counter = gpu_->alloc(1), out = gpu_->alloc(1);
     const DrawCounter draws{1, counter.ints(), 0};

@@ -3,7 +3,8 @@
 // so the launches can be recorded in a graph and replayed.
 //
 // Each logit gets a 64-bit order key: the value's bits mapped so that a larger value has a smaller
-// key (−0 as +0), then its index. The CPU's order (larger first, ties to the lower index) is the
+// key (−0 as +0, a NaN of either sign as one NaN above every number, as the CPU ranks them), then its
+// index. The CPU's order (larger first, ties to the lower index) is the
 // keys' order and keys are unique, so "the first m candidates" is "the keys up to the m-th
 // smallest", which a radix select finds with exact integer counts. The candidates are then taken
 // in sorted pieces of up to kPiece keys (a bitonic sort in shared memory); over each piece the
@@ -51,6 +52,7 @@ struct Shared {
 __device__ __forceinline__ uint64_t order_key(float x, int i) {
     uint32_t bits = __float_as_uint(x);
     if ((bits & 0x7FFFFFFFu) == 0) bits = 0;  // −0 ties with +0, as the CPU's comparisons have it
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) bits = 0x7FC00000u;  // every NaN one, above +inf
     const uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
     return (uint64_t(~ascending) << 32) | uint32_t(i);
 }
