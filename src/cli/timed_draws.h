@@ -20,7 +20,8 @@ std::vector<double> time_draws_until_fed(int64_t frames, int64_t max_draws, Draw
     int64_t fed = 0;
     while (fed < frames) {
         require(static_cast<int64_t>(seconds.size()) < max_draws, what, ": ", seconds.size(), " draws fed only ", fed,
-                " of ", frames, " frames (the others drew the end of the speech); these weights give no speech to time");
+                " of ", frames,
+                " frames (the others drew the end of the speech); these weights give no speech to time");
         const auto start = std::chrono::steady_clock::now();
         fed += draw() ? 1 : 0;
         seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

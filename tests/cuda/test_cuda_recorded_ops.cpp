@@ -255,7 +255,8 @@ std::vector<std::vector<float>> run_norm_ahead_steps(Backend& b, int steps, cons
     const int64_t inter = 64, experts = 16;
     std::vector<std::vector<float>> norms;
     for (int i = 0; i < 6; ++i) norms.push_back(random_values(rng, dim, 0.5f, 1.5f));
-    const MatrixView out_proj = matrix(dim, dim), read = matrix(dim, dim), gate = matrix(dim, dim), up = matrix(dim, dim);
+    const MatrixView out_proj = matrix(dim, dim), read = matrix(dim, dim);
+    const MatrixView gate = matrix(dim, dim), up = matrix(dim, dim);
     const MatrixView narrow = matrix(dim, 256);  // rows of 32 groups: 8 lanes a row
     MoeWeights relu;
     relu.router = matrix(experts, dim);
@@ -310,8 +311,8 @@ std::vector<std::vector<float>> run_norm_ahead_steps(Backend& b, int steps, cons
         b.matmul_fused(out_proj, a.data(), 1, x, add);
         // A pair of normalised products written over s, then a product added to s, each read by a norm.
         b.norm_ahead(x, norms[5].data());
-        b.matmul_normed_pair(NormedProduct{gate, a.data(), norms[2].data()}, NormedProduct{up, c.data(), norms[3].data()},
-                             1, eps, x, false);
+        b.matmul_normed_pair(NormedProduct{gate, a.data(), norms[2].data()},
+                             NormedProduct{up, c.data(), norms[3].data()}, 1, eps, x, false);
         b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[5].data(), eps, 1, normed.data());
         b.norm_ahead(x, norms[1].data());
         b.matmul_fused(out_proj, a.data(), 1, x, add);

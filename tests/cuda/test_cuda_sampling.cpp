@@ -186,9 +186,14 @@ TEST_F(CudaSampling, SampleMatchesTheCpuWithNanAndInfiniteLogits) {
         for (const int specials : {1, 3}) {
             std::vector<float> logits = random_logits(rng_, static_cast<size_t>(count), 2.0f);
             const float values[4] = {nan, -nan, inf, -inf};
-            for (int j = 0; j < 4 * specials; ++j) logits[static_cast<size_t>((j * 2654435761u) % count)] = values[j % 4];
-            const std::string what = std::to_string(count) + " logits with " + std::to_string(specials) + " of each special";
-            for (const SamplingParams& params : kSettings) expect_same_draws(logits, 1, count, params, seeds, steps, 1, what);
+            for (int j = 0; j < 4 * specials; ++j) {
+                logits[static_cast<size_t>((j * 2654435761u) % count)] = values[j % 4];
+            }
+            const std::string what =
+                std::to_string(count) + " logits with " + std::to_string(specials) + " of each special";
+            for (const SamplingParams& params : kSettings) {
+                expect_same_draws(logits, 1, count, params, seeds, steps, 1, what);
+            }
             expect_same_draws(logits, 1, count, SamplingParams{1.0f, 0, 1.0f, 0}, seeds, steps, 1, what);
         }
     }

@@ -966,8 +966,8 @@ private:
             return issue();
         };
     }
-    // The norm an op of n tokens adding `cols` values to the stream `out` is to prepare (off unless
-    // the model said one is read next).
+    // The norm an op of n tokens writing or adding `cols` values to the stream `out` is to prepare
+    // (off unless the model said one is read next; off for more than one token).
     cuda::NormAhead ahead_for_writer(const float* out, int64_t n, int64_t cols) {
         const float* weight = norms_ahead_.expected_for(out);
         if (weight == nullptr || n != 1) return {};

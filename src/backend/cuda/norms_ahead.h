@@ -26,10 +26,10 @@ public:
     // The step has been issued: hints outside steps are ignored.
     void end_step();
 
-    // Inside a step, the next op that adds to stream `x` is to prepare rmsnorm(x) with `weight` (the
-    // host pointer the reader will name).
+    // Inside a step, the next op that writes or adds to stream `x` is to prepare rmsnorm(x) with
+    // `weight` (the host pointer the reader will name).
     void expect(const float* x, const float* weight);
-    // The host weights of the norm expected for `out` when an op of one token is about to add to it;
+    // The host weights of the norm expected for `out` when an op is about to write or add to it;
     // null when none is. The expectation is used up either way.
     const float* expected_for(const float* out);
     // Where the preparation of `out` (`cols` values) goes, the norm's weights being `device_weight`;

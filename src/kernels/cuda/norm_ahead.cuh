@@ -9,8 +9,9 @@ namespace duet::cuda {
 // The writer's side, called by every lane of a warp once the warp's rows of the stream are final:
 // a lane that `owns` row `row` gives its new value and the norm's weight for the row (loaded before
 // the kernel's wait). The warp's squares go into one partial sum, chosen by the warp's number in
-// warp-major order (a kernel whose blocks report from one warp still spreads its atomics over all). Doubles, so that the order in which the
-// warps arrive cannot change the float the reader gets (short of a tie at its last bit).
+// warp-major order (a kernel whose blocks report from one warp still spreads its atomics over all).
+// The sums are doubles, so that the order in which the warps arrive changes the float the reader
+// gets only when their total lies within a double's rounding of a float's.
 __device__ __forceinline__ void write_norm_ahead(const NormAhead& ahead, bool owns, int64_t row, float value,
                                                  float weight) {
     static_assert(kNormAheadSums == kWarpSize, "a warp's lanes read the partial sums");

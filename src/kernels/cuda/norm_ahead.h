@@ -18,7 +18,8 @@ constexpr int kNormAheadSumStride = 16;  // doubles from one partial sum to the 
 struct NormAhead {
     const float* weight = nullptr;  // the norm's weights [cols], device; null: nothing prepared
     float* weighted = nullptr;      // [cols]: x · weight
-    double* sums = nullptr;         // [kNormAheadSums · kNormAheadSumStride]: Σ x² in parts, zero before the writer runs
+    double* sums = nullptr;         // [kNormAheadSums · kNormAheadSumStride]: Σ x² in parts, zero
+                                    // before the writer runs
 #if defined(__CUDACC__)
     __host__ __device__
 #endif
