@@ -15,7 +15,6 @@
 
 namespace duet::cli {
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());

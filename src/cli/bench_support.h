@@ -17,7 +17,9 @@ namespace duet::cli {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start);
+inline double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
 double median(std::vector<double> v);
 
 // Checks that the flags name one source of weights: `--preset NAME --random-weights` or `--model DIR`.

@@ -1,12 +1,12 @@
 // The timing loop of a speech benchmark, kept apart so that its bound can be tested without a model.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
 #include "base/error.h"
+#include "cli/bench_support.h"
 
 namespace duet::cli {
 
@@ -22,9 +22,9 @@ std::vector<double> time_draws_until_fed(int64_t frames, int64_t max_draws, Draw
         require(static_cast<int64_t>(seconds.size()) < max_draws, what, ": ", seconds.size(), " draws fed only ", fed,
                 " of ", frames,
                 " frames (the others drew the end of the speech); these weights give no speech to time");
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = Clock::now();
         fed += draw() ? 1 : 0;
-        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        seconds.push_back(seconds_since(start));
     }
     return seconds;
 }

@@ -29,13 +29,8 @@ Kept keep_candidates(std::span<const float> logits, const SamplingParams& p) {
     const int64_t k = p.top_k == 0 ? n : std::min(p.top_k, n);
     std::vector<int32_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
-    // Larger first, ties to the lower index, NaN above every number (as argmax ranks them): a total
-    // order, which the sort needs, whatever the logits hold.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-        const bool nan_a = std::isnan(logits[a]), nan_b = std::isnan(logits[b]);
-        if (nan_a || nan_b) return nan_a && (!nan_b || a < b);
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return ranks_before(logits.data(), a, b); });
     order.resize(static_cast<size_t>(k));
 
     // top-p on the untempered softmax of the top-k: the smallest prefix whose mass reaches p.
