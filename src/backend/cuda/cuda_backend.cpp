@@ -383,7 +383,6 @@ public:
             if (cuda::matvec_bf16_fusable(dw, x, norm, w.cols)) {
                 const cuda::NormAhead ahead = f.add ? ahead_for_writer(out, n, w.rows) : cuda::NormAhead{};
                 cuda::matvec_bf16_fused(dw, x, norm, f.eps, f.add, out, w.rows, w.cols, stream_, ahead);
-                norms_ahead_.written(ops_);
                 return;
             }
         }
@@ -429,7 +428,6 @@ public:
             if (fusable) {
                 cuda::matvec_bf16_normed_pair(pair, eps, add, out, a.w.rows, a.w.cols, stream_,
                                               ahead_for_writer(out, n, a.w.rows));
-                norms_ahead_.written(ops_);
                 return;
             }
         }
@@ -577,7 +575,6 @@ public:
             ExpertDownArgs down = down_args(first, with_shared(w.down, w.shared_down), weights, nullptr, out);
             down.ahead = ahead_for_writer(out, n, hidden);
             cuda::expert_down(down, n, stream_);
-            norms_ahead_.written(ops_);
             return;
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
@@ -639,7 +636,6 @@ public:
             ExpertDownArgs down = down_args(first, with_shared(w.down, w.shared_down), weights, gate_logit, out);
             down.ahead = ahead_for_writer(out, n, hidden);
             cuda::expert_down(down, n, stream_);
-            norms_ahead_.written(ops_);
             return;
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
@@ -971,7 +967,7 @@ private:
     cuda::NormAhead ahead_for_writer(const float* out, int64_t n, int64_t cols) {
         const float* weight = norms_ahead_.expected_for(out);
         if (weight == nullptr || n != 1) return {};
-        return norms_ahead_.start(out, cols, weight, device_vector(weight, cols));
+        return norms_ahead_.start(out, cols, weight, device_vector(weight, cols), ops_);
     }
     // The norm prepared ahead for this op (counted already), reading rmsnorm(x) of n tokens of `cols`
     // values with `weight` (host): off unless the op before wrote it.

@@ -28,14 +28,14 @@ void NormsAhead::begin_step(cudaStream_t stream) {
     in_step_ = true;
     places_used_ = 0;
     expected_x_ = expected_weight_ = nullptr;
-    started_ = prepared_ = Prepared{};
+    prepared_ = Prepared{};
 }
 
 void NormsAhead::end_step() {
     if (in_step_) places_wanted_ = std::min(kPlaces, std::max(places_wanted_, places_used_));
     in_step_ = false;
     expected_x_ = expected_weight_ = nullptr;
-    started_ = prepared_ = Prepared{};
+    prepared_ = Prepared{};
 }
 
 void NormsAhead::expect(const float* x, const float* weight) {
@@ -51,21 +51,14 @@ const float* NormsAhead::expected_for(const float* out) {
     return weight;
 }
 
-cuda::NormAhead NormsAhead::start(const float* out, int64_t cols, const float* host_weight,
-                                  const float* device_weight) {
-    started_ = Prepared{};
+cuda::NormAhead NormsAhead::start(const float* out, int64_t cols, const float* host_weight, const float* device_weight,
+                                  uint64_t op) {
+    prepared_ = Prepared{};
     if (!in_step_ || cols > kWidestStream || cols % 8 != 0) return {};
     const int64_t place = places_used_++;
     if (place >= places_zeroed_) return {};
-    started_ = Prepared{out, host_weight, cols, 0, cuda::NormAhead{device_weight, weighted(place), sums(place)}};
-    return started_.ahead;
-}
-
-void NormsAhead::written(uint64_t op) {
-    if (!started_.ahead.on()) return;
-    prepared_ = started_;
-    prepared_.op = op;
-    started_ = Prepared{};
+    prepared_ = Prepared{out, host_weight, cols, op, cuda::NormAhead{device_weight, weighted(place), sums(place)}};
+    return prepared_.ahead;
 }
 
 cuda::NormAhead NormsAhead::for_reader(const float* x, int64_t cols, const float* weight, uint64_t op) const {

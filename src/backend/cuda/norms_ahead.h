@@ -32,11 +32,10 @@ public:
     // The host weights of the norm expected for `out` when an op is about to write or add to it;
     // null when none is. The expectation is used up either way.
     const float* expected_for(const float* out);
-    // Where the preparation of `out` (`cols` values) goes, the norm's weights being `device_weight`;
-    // off when the step has no room for it.
-    cuda::NormAhead start(const float* out, int64_t cols, const float* host_weight, const float* device_weight);
-    // The op that writes the preparation started last was issued as op number `op`.
-    void written(uint64_t op);
+    // Where op number `op`, which writes `out` (`cols` values), puts its preparation, the norm's
+    // weights being `device_weight`; off when the step has no room for it. The op's reader is op + 1.
+    cuda::NormAhead start(const float* out, int64_t cols, const float* host_weight, const float* device_weight,
+                          uint64_t op);
 
     // For op number `op`, reading rmsnorm(x) of `cols` values with `weight` (host pointer): the
     // preparation when op - 1 wrote one for exactly that, else off.
@@ -64,7 +63,7 @@ private:
     int64_t places_wanted_ = -1;  // the most any step has asked for (-1: no step yet)
     const float* expected_x_ = nullptr;
     const float* expected_weight_ = nullptr;
-    Prepared started_, prepared_;
+    Prepared prepared_;
 };
 
 }  // namespace duet
