@@ -1,5 +1,5 @@
-// Kernel tests: random inputs, plain double-precision activations for references, and how far a
-// float kernel may stray from a double reference.
+// Kernel tests: random inputs and plain double-precision activations for references (how far a
+// float kernel may stray from one: relative_error, test_support.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "test_support.h"
 
 namespace duet::testing {
 
@@ -36,20 +38,6 @@ inline std::vector<float> random_strided_rows(std::mt19937& rng, int64_t rows, i
         std::copy(row.begin(), row.end(), values.begin() + r * stride);
     }
     return values;
-}
-
-// max|actual - expected| / max|expected|; infinite when anything is not finite, since a NaN would
-// otherwise slip through the max.
-inline double relative_error(const std::vector<float>& actual, const std::vector<double>& expected) {
-    constexpr double kInfinity = std::numeric_limits<double>::infinity();
-    if (actual.size() != expected.size()) return kInfinity;
-    double max_diff = 0.0, max_ref = 0.0;
-    for (size_t i = 0; i < actual.size(); ++i) {
-        if (!std::isfinite(actual[i]) || !std::isfinite(expected[i])) return kInfinity;
-        max_diff = std::max(max_diff, std::fabs(static_cast<double>(actual[i]) - expected[i]));
-        max_ref = std::max(max_ref, std::fabs(expected[i]));
-    }
-    return max_ref > 0.0 ? max_diff / max_ref : max_diff;
 }
 
 inline ::testing::AssertionResult bit_identical(const std::vector<float>& a, const std::vector<float>& b) {

@@ -9,31 +9,17 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/simd_level.h"
 #include "tensor/matrix.h"
+#include "kernel_test_support.h"
 
 namespace duet::cpu {
 namespace {
 
-uint16_t f32_to_bf16_bits(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    bits += 0x7FFF + ((bits >> 16) & 1);  // round to nearest even
-    return static_cast<uint16_t>(bits >> 16);
-}
-
-// Uniform in [-1, 1] and never exactly zero, so no product silently vanishes.
-std::vector<float> random_values(std::mt19937& rng, int64_t count) {
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> values(static_cast<size_t>(count));
-    for (float& v : values) {
-        v = dist(rng);
-        if (v == 0.0f) v = 0.5f;
-    }
-    return values;
-}
+using duet::testing::random_values;
 
 struct Problem {
     DType dtype;
@@ -49,7 +35,7 @@ struct Problem {
         std::mt19937 rng(seed);
         w_f32 = random_values(rng, rows * cols);
         if (dtype == DType::BF16) {
-            for (float v : w_f32) w_bf16.push_back(f32_to_bf16_bits(v));
+            for (float v : w_f32) w_bf16.push_back(f32_to_bf16(v));
         }
         x = random_values(rng, n * cols);
     }
@@ -285,7 +271,7 @@ TEST(MatmulSimdLevel, SetClampsToTheCpu) {
 TEST(MatmulMatrixView, ElementsAndRowsOfBothDtypes) {
     const std::vector<float> f32 = {1.0f, -2.0f, 3.5f, 0.25f, -0.0f, 7.0f};
     std::vector<uint16_t> bf16;
-    for (float v : f32) bf16.push_back(f32_to_bf16_bits(v));
+    for (float v : f32) bf16.push_back(f32_to_bf16(v));
     for (const MatrixView& m : {MatrixView{DType::F32, 2, 3, f32.data()},
                                 MatrixView{DType::BF16, 2, 3, bf16.data()}}) {
         EXPECT_EQ(matrix_element(m, 0, 1), -2.0f);

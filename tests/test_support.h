@@ -44,17 +44,27 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 
 inline std::string fixture_dir(const std::string& name) { return std::string(DUET_FIXTURES_DIR) + "/" + name; }
 
-// The fixtures' agreement measure: max|actual - expected| / max|expected|.
-inline double relative_error(const float* actual, const float* expected, size_t n) {
+// The agreement measure of the fixtures, and of kernels against their references:
+// max|actual - expected| / max|expected|. Infinite when a value is NaN, or infinite on one side only,
+// since a NaN would otherwise slip through the max; equal infinities (a logit masked on both sides)
+// agree.
+template <typename Expected>
+double relative_error(const float* actual, const Expected* expected, size_t n) {
     double max_diff = 0.0, max_ref = 0.0;
     for (size_t i = 0; i < n; ++i) {
-        max_diff = std::max(max_diff, std::fabs(static_cast<double>(actual[i]) - expected[i]));
-        max_ref = std::max(max_ref, std::fabs(static_cast<double>(expected[i])));
+        const double a = actual[i], e = static_cast<double>(expected[i]);
+        if (!std::isfinite(a) || !std::isfinite(e)) {
+            if (a == e) continue;
+            return INFINITY;
+        }
+        max_diff = std::max(max_diff, std::fabs(a - e));
+        max_ref = std::max(max_ref, std::fabs(e));
     }
     return max_ref > 0.0 ? max_diff / max_ref : max_diff;
 }
 
-inline double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
+template <typename Expected>
+double relative_error(const std::vector<float>& actual, const std::vector<Expected>& expected) {
     if (actual.size() != expected.size()) return INFINITY;
     return relative_error(actual.data(), expected.data(), actual.size());
 }

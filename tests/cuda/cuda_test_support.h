@@ -4,7 +4,6 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_device.h"
@@ -27,16 +26,5 @@ protected:
         EXPECT_EQ(pending, cudaSuccess) << "CUDA error left unread: " << cudaGetErrorString(pending);
     }
 };
-
-// Rounds a finite float to the nearest bf16 (ties to even), as bit pattern.
-inline uint16_t float_to_bf16_bits(float value) {
-    const uint32_t bits = std::bit_cast<uint32_t>(value);
-    const uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-    return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
-inline float bf16_bits_to_float(uint16_t bits) {
-    return std::bit_cast<float>(uint32_t(bits) << 16);
-}
 
 }  // namespace duet::cuda::testing

@@ -15,30 +15,13 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "cuda_test_support.h"
+#include "kernel_test_support.h"
 
 namespace duet {
 namespace {
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double diff = 0.0, ref = 0.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-        diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
-        ref = std::max(ref, std::fabs(double(b[i])));
-    }
-    return ref > 0 ? diff / ref : diff;
-}
-
-std::vector<float> random_values(std::mt19937& rng, size_t count, float lo = -1.0f, float hi = 1.0f) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(count);
-    for (float& x : v) {
-        do x = dist(rng);
-        while (x == 0.0f);
-    }
-    return v;
-}
+using testing::random_values;
+using testing::relative_error;
 
 std::vector<uint16_t> random_bf16(std::mt19937& rng, size_t count, float range) {
     std::vector<uint16_t> v;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "cuda_test_support.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
@@ -17,9 +18,6 @@
 
 namespace duet::cuda {
 namespace {
-
-using testing::bf16_bits_to_float;
-using testing::float_to_bf16_bits;
 
 struct Problem {
     int64_t rows = 0;
@@ -32,7 +30,7 @@ Problem random_problem(int64_t rows, int64_t cols, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     Problem p{rows, cols, std::vector<uint16_t>(size_t(rows * cols)), std::vector<float>(size_t(cols))};
-    for (auto& v : p.w) v = float_to_bf16_bits(uniform(rng));
+    for (auto& v : p.w) v = f32_to_bf16(uniform(rng));
     for (auto& v : p.x) v = uniform(rng);
     return p;
 }
@@ -46,7 +44,7 @@ void expect_matches_reference(const Problem& p, const std::vector<float>& y) {
         double exact = 0.0;
         double magnitude = 0.0;
         for (int64_t c = 0; c < p.cols; ++c) {
-            const double term = double(bf16_bits_to_float(p.w[size_t(r * p.cols + c)])) * p.x[size_t(c)];
+            const double term = double(bf16_to_f32(p.w[size_t(r * p.cols + c)])) * p.x[size_t(c)];
             exact += term;
             magnitude += std::fabs(term);
         }

@@ -20,6 +20,7 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "cuda_test_support.h"
+#include "kernel_test_support.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/ops.h"
@@ -29,23 +30,8 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double diff = 0.0, ref = 0.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-        diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
-        ref = std::max(ref, std::fabs(double(b[i])));
-    }
-    return ref > 0 ? diff / ref : diff;
-}
-
-std::vector<float> random_values(std::mt19937& rng, size_t count, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(count);
-    for (float& x : v) x = dist(rng);
-    return v;
-}
+using testing::random_values;
+using testing::relative_error;
 
 class RecordedDecodeOps : public cuda::testing::DeviceTest {};
 

@@ -8,13 +8,12 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "cuda_test_support.h"
 #include "kernels/cuda/product_chain.h"
 
 namespace duet::cuda {
 namespace {
-
-using testing::bf16_bits_to_float;
 
 class ProductChainTest : public testing::DeviceTest {};
 
@@ -27,7 +26,7 @@ std::vector<double> reference_chain(const ProductChain& chain, int64_t rows, int
         const std::vector<uint16_t> w = chain.weights(p);
         std::vector<double> y(static_cast<size_t>(out), 0.0);
         for (int64_t r = 0; r < out; ++r) {
-            for (int64_t c = 0; c < in; ++c) y[size_t(r)] += double(bf16_bits_to_float(w[size_t(r * in + c)])) * x[size_t(c)];
+            for (int64_t c = 0; c < in; ++c) y[size_t(r)] += double(bf16_to_f32(w[size_t(r * in + c)])) * x[size_t(c)];
         }
         x = std::move(y);
     }
