@@ -1,17 +1,12 @@
 // The counter-based generator behind random weights: splitmix64 of a key, so element i of a tensor
 // is a function of (key + i) alone and can be made anywhere, in any order. One definition for the
 // host (RandomTensorWriter) and the GPU (kernels/cuda/random_bf16.cu), which must agree bit for bit.
-// Plain C++ compilers see ordinary inline functions; nvcc sees __host__ __device__ ones.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DUET_HOST_DEVICE __host__ __device__
-#else
-#define DUET_HOST_DEVICE
-#endif
+#include "base/host_device.h"
 
 namespace duet::counter_random {
 

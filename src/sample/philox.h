@@ -7,11 +7,7 @@
 #include <array>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DUET_HOST_DEVICE __host__ __device__
-#else
-#define DUET_HOST_DEVICE
-#endif
+#include "base/host_device.h"
 
 namespace duet {
 

@@ -1,11 +1,13 @@
 // A borrowed, row-major weight matrix as the matmul kernels read it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "base/half.h"
 
 namespace duet {
 
@@ -18,13 +20,8 @@ struct MatrixView {
     const void* data = nullptr;
 };
 
-// bf16 is the upper half of an f32, so widening is exact.
-inline float bf16_bits_to_f32(uint16_t bits) {
-    const uint32_t widened = static_cast<uint32_t>(bits) << 16;
-    float value;
-    std::memcpy(&value, &widened, sizeof value);
-    return value;
-}
+// The bytes the matrix's elements take.
+inline size_t matrix_bytes(const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); }
 
 inline void require_matmul_dtype(const MatrixView& m) {
     require(m.dtype == DType::F32 || m.dtype == DType::BF16,
@@ -36,7 +33,7 @@ inline float matrix_element(const MatrixView& m, int64_t r, int64_t c) {
     require_matmul_dtype(m);
     const int64_t index = r * m.cols + c;
     if (m.dtype == DType::BF16) {
-        return bf16_bits_to_f32(static_cast<const uint16_t*>(m.data)[index]);
+        return bf16_to_f32(static_cast<const uint16_t*>(m.data)[index]);
     }
     return static_cast<const float*>(m.data)[index];
 }
@@ -46,7 +43,7 @@ inline void matrix_row_to_f32(const MatrixView& m, int64_t r, float* out) {
     require_matmul_dtype(m);
     if (m.dtype == DType::BF16) {
         const uint16_t* row = static_cast<const uint16_t*>(m.data) + r * m.cols;
-        for (int64_t c = 0; c < m.cols; ++c) out[c] = bf16_bits_to_f32(row[c]);
+        for (int64_t c = 0; c < m.cols; ++c) out[c] = bf16_to_f32(row[c]);
     } else {
         std::memcpy(out, static_cast<const float*>(m.data) + r * m.cols,
                     static_cast<size_t>(m.cols) * sizeof(float));

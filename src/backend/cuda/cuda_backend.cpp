@@ -46,8 +46,6 @@ WeightType weight_type(const MatrixView& m) {
     return m.dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
 }
 
-size_t matrix_bytes(const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); }
-
 // Up to this many tokens a product reads each weight once per 8 tokens; beyond, cuBLAS runs it.
 constexpr int64_t kGemvTokens = 32;
 // Weights widened to f32 for cuBLAS in pieces of at most this many values.
@@ -567,14 +565,9 @@ public:
         }
         const bool has_shared = w.shared_up.rows > 0;
         if (!grouped(n, w.up[0]) && two_launch_layer(x, n, k, w.up[0], has_shared ? &w.shared_up : nullptr)) {
-            ExpertFirstArgs first = first_args(x, n, k, chosen, with_shared(w.up, w.shared_up), nullptr, inter,
-                                               w.shared_up.rows);
-            marks_->mark("moe: gate", true);
-            cuda::expert_first(first, n, stream_);
-            marks_->mark("moe: first", true);
-            ExpertDownArgs down = down_args(first, with_shared(w.down, w.shared_down), weights, nullptr, out);
-            down.ahead = ahead_for_writer(out, n, hidden);
-            cuda::expert_down(down, n, stream_);
+            const ExpertFirstArgs first = first_args(x, n, k, chosen, with_shared(w.up, w.shared_up), nullptr, inter,
+                                                     w.shared_up.rows);
+            experts_in_two_launches(first, with_shared(w.down, w.shared_down), weights, nullptr, out, n);
             return;
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
@@ -628,14 +621,9 @@ public:
         }
         if (!grouped(n, w.gate[0]) && two_launch_layer(x, n, top_k, w.gate[0], &w.shared_gate)) {
             const std::vector<MatrixView> ups = with_shared(w.up, w.shared_up);
-            ExpertFirstArgs first =
+            const ExpertFirstArgs first =
                 first_args(x, n, top_k, chosen, with_shared(w.gate, w.shared_gate), &ups, inter, shared_inter);
-            marks_->mark("moe: gate", true);
-            cuda::expert_first(first, n, stream_);
-            marks_->mark("moe: first", true);
-            ExpertDownArgs down = down_args(first, with_shared(w.down, w.shared_down), weights, gate_logit, out);
-            down.ahead = ahead_for_writer(out, n, hidden);
-            cuda::expert_down(down, n, stream_);
+            experts_in_two_launches(first, with_shared(w.down, w.shared_down), weights, gate_logit, out, n);
             return;
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
@@ -868,6 +856,18 @@ private:
         a.routed_out = scratch(expert_mid_, static_cast<size_t>(n * k * inter));
         a.shared_out = shared_inter > 0 ? scratch(shared_mid_, static_cast<size_t>(n * shared_inter)) : nullptr;
         return a;
+    }
+    // A layer's experts after its gate, as two launches: every first product (cuda::expert_first), then
+    // every down product with the routing weights, the shared expert's gate and the residual add into
+    // `out` (cuda::expert_down), which prepares the stream's next norm when one is expected.
+    void experts_in_two_launches(const ExpertFirstArgs& first, const std::vector<MatrixView>& down,
+                                 const float* weights, const float* shared_gate_logit, float* out, int64_t n) {
+        marks_->mark("moe: gate", true);
+        cuda::expert_first(first, n, stream_);
+        marks_->mark("moe: first", true);
+        ExpertDownArgs d = down_args(first, down, weights, shared_gate_logit, out);
+        d.ahead = ahead_for_writer(out, n, d.rows);
+        cuda::expert_down(d, n, stream_);
     }
     ExpertDownArgs down_args(const ExpertFirstArgs& first, const std::vector<MatrixView>& down, const float* weights,
                              const float* shared_gate_logit, float* out) {

@@ -267,15 +267,15 @@ size_t Model::frame_state_bytes(int64_t position) const {
 }
 
 size_t Model::frame_weight_bytes() const {
-    auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
-    size_t total = backbone_.decode_weight_bytes() - bytes(backbone_.weights().lm_head) + bytes(weights_.candidate_head);
+    size_t total = backbone_.decode_weight_bytes() - matrix_bytes(backbone_.weights().lm_head) +
+                   matrix_bytes(weights_.candidate_head);
     for (const TowerLayer& l : weights_.tower) {
         for (const MatrixView* m : {&l.eh_embedding, &l.eh_hidden, &l.attention.q, &l.attention.k, &l.attention.v,
                                     &l.attention.o, &l.gate, &l.up, &l.down}) {
-            total += bytes(*m);
+            total += matrix_bytes(*m);
         }
-        if (l.head.data != nullptr) total += bytes(l.head);
-        total += bytes(l.embed) / static_cast<size_t>(l.embed.rows);
+        if (l.head.data != nullptr) total += matrix_bytes(l.head);
+        total += matrix_bytes(l.embed) / static_cast<size_t>(l.embed.rows);
     }
     return total;
 }

@@ -267,23 +267,25 @@ size_t Model::decode_state_bytes(int64_t position) const {
 }
 
 size_t Model::decode_weight_bytes() const {
-    auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
-    size_t total = bytes(weights_.lm_head) + bytes(weights_.embed) / static_cast<size_t>(config_.vocab);
+    size_t total = matrix_bytes(weights_.lm_head) + matrix_bytes(weights_.embed) / static_cast<size_t>(config_.vocab);
     for (const Layer& layer : weights_.layers) {
         switch (layer.kind) {
-            case LayerKind::Mamba: total += bytes(layer.mamba.in_proj) + bytes(layer.mamba.out_proj); break;
+            case LayerKind::Mamba:
+                total += matrix_bytes(layer.mamba.in_proj) + matrix_bytes(layer.mamba.out_proj);
+                break;
             case LayerKind::Attention:
                 for (const MatrixView* m : {&layer.attention.q, &layer.attention.k, &layer.attention.v, &layer.attention.o}) {
-                    total += bytes(*m);
+                    total += matrix_bytes(*m);
                 }
                 break;
             case LayerKind::MoE: {
                 const MoeWeights& e = layer.moe.experts;
-                total += bytes(e.router) + bytes(e.shared_up) + bytes(e.shared_down);
-                total += static_cast<size_t>(config_.experts_per_token) * (bytes(e.up[0]) + bytes(e.down[0]));
+                total += matrix_bytes(e.router) + matrix_bytes(e.shared_up) + matrix_bytes(e.shared_down);
+                total += static_cast<size_t>(config_.experts_per_token) *
+                         (matrix_bytes(e.up[0]) + matrix_bytes(e.down[0]));
                 break;
             }
-            case LayerKind::MLP: total += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
+            case LayerKind::MLP: total += matrix_bytes(layer.mlp.up) + matrix_bytes(layer.mlp.down); break;
         }
     }
     return total;

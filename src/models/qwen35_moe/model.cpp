@@ -221,21 +221,21 @@ size_t Model::decode_state_bytes(int64_t position) const {
 }
 
 size_t Model::decode_weight_bytes() const {
-    auto bytes = [](const MatrixView& m) { return static_cast<size_t>(m.rows * m.cols) * dtype_size(m.dtype); };
-    size_t total = bytes(weights_.lm_head) + bytes(weights_.embed) / static_cast<size_t>(config_.vocab);
+    size_t total = matrix_bytes(weights_.lm_head) + matrix_bytes(weights_.embed) / static_cast<size_t>(config_.vocab);
     for (const Layer& layer : weights_.layers) {
         if (layer.kind == LayerKind::LinearAttention) {
             const LinearAttentionWeights& w = layer.linear;
-            for (const MatrixView* m : {&w.qkv, &w.z, &w.b, &w.a, &w.out}) total += bytes(*m);
+            for (const MatrixView* m : {&w.qkv, &w.z, &w.b, &w.a, &w.out}) total += matrix_bytes(*m);
         } else {
             const FullAttentionWeights& w = layer.attention;
-            for (const MatrixView* m : {&w.q, &w.k, &w.v, &w.o}) total += bytes(*m);
+            for (const MatrixView* m : {&w.q, &w.k, &w.v, &w.o}) total += matrix_bytes(*m);
         }
         const SwigluMoeWeights& e = layer.moe;
         for (const MatrixView* m : {&e.router, &e.shared_gate, &e.shared_up, &e.shared_down, &e.shared_expert_gate}) {
-            total += bytes(*m);
+            total += matrix_bytes(*m);
         }
-        total += static_cast<size_t>(config_.experts_per_token) * (bytes(e.gate[0]) + bytes(e.up[0]) + bytes(e.down[0]));
+        total += static_cast<size_t>(config_.experts_per_token) *
+                 (matrix_bytes(e.gate[0]) + matrix_bytes(e.up[0]) + matrix_bytes(e.down[0]));
     }
     return total;
 }
