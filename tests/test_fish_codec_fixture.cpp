@@ -21,13 +21,6 @@ struct Expected {
     }
 };
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double m = 0.0;
-    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-    return m;
-}
-
 const FishCodec& codec_from(const std::string& file) {
     static std::map<std::string, FishCodec> cache;
     auto it = cache.find(file);
@@ -47,7 +40,7 @@ TEST_P(FishCodecFixture, DecodeMatchesReference) {
     const std::vector<float> audio = codec.decode(testing::read_i32(codes), frames, &pool);
     const std::vector<float> reference = read_f32(expected.get("audio"));
     EXPECT_EQ(audio.size(), static_cast<size_t>(frames * 2048));
-    const double diff = max_abs_diff(audio, reference);
+    const double diff = testing::max_abs_difference(audio, reference);
     RecordProperty("max_abs_diff", std::to_string(diff));
     EXPECT_LE(diff, 1e-3);
 }
@@ -104,7 +97,8 @@ TEST(FishCodecStreaming, ChunkingsEqualWholeDecode) {
             at += n;
         }
         EXPECT_EQ(stream.frames_decoded(), total);
-        EXPECT_LE(max_abs_diff(streamed, whole), 1e-5) << "chunks of " << ::testing::PrintToString(sizes);
+        EXPECT_LE(testing::max_abs_difference(streamed, whole), 1e-5)
+            << "chunks of " << ::testing::PrintToString(sizes);
     }
 }
 

@@ -36,13 +36,6 @@ std::vector<float> reference_conv(const std::vector<float>& w_oik, const std::ve
     return y;
 }
 
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double m = 0;
-    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
-    return m;
-}
-
 TEST(FishCodecLayers, CausalConvMatchesReferenceWholeAndChunked) {
     std::mt19937 rng(1);
     ThreadPool pool(2);
@@ -60,14 +53,14 @@ TEST(FishCodecLayers, CausalConvMatchesReferenceWholeAndChunked) {
         const auto expected = reference_conv(w, conv.bias, in, out, k, d, s, x, steps);
 
         ConvState whole_state = new_state(conv);
-        EXPECT_LT(max_diff(causal_conv(conv, whole_state, x.data(), steps, &pool), expected), 1e-5);
+        EXPECT_LT(testing::max_abs_difference(causal_conv(conv, whole_state, x.data(), steps, &pool), expected), 1e-5);
         ConvState state = new_state(conv);
         std::vector<float> chunked;
         for (int64_t at = 0, n = s; at < steps; at += n, n = std::min(steps - at, n * 2)) {
             const auto part = causal_conv(conv, state, x.data() + at * in, n, &pool);
             chunked.insert(chunked.end(), part.begin(), part.end());
         }
-        EXPECT_LT(max_diff(chunked, expected), 1e-5) << "k " << k << " d " << d << " s " << s;
+        EXPECT_LT(testing::max_abs_difference(chunked, expected), 1e-5) << "k " << k << " d " << d << " s " << s;
     }
 }
 
@@ -95,7 +88,7 @@ TEST(FishCodecLayers, ConvTransposeMatchesReferenceWholeAndChunked) {
         for (size_t i = 0; i < expected.size(); ++i) expected[i] = float(full[i] + conv.bias[i % size_t(out)]);
 
         ConvTransposeState whole = new_state(conv);
-        EXPECT_LT(max_diff(conv_transpose(conv, whole, x.data(), steps, nullptr), expected), 1e-5);
+        EXPECT_LT(testing::max_abs_difference(conv_transpose(conv, whole, x.data(), steps, nullptr), expected), 1e-5);
         ConvTransposeState state = new_state(conv);
         std::vector<float> chunked;
         for (int64_t at : {0, 1, 4}) {
@@ -103,7 +96,7 @@ TEST(FishCodecLayers, ConvTransposeMatchesReferenceWholeAndChunked) {
             const auto part = conv_transpose(conv, state, x.data() + at * in, n, nullptr);
             chunked.insert(chunked.end(), part.begin(), part.end());
         }
-        EXPECT_LT(max_diff(chunked, expected), 1e-5);
+        EXPECT_LT(testing::max_abs_difference(chunked, expected), 1e-5);
     }
 }
 

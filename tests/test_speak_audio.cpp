@@ -57,9 +57,8 @@ TEST(SpeakAudio, TheStreamedWavIsTheWholeDecodeOfTheFrames) {
     EXPECT_EQ(clip.sample_rate, 44100);
     EXPECT_EQ(clip.channels, 1);
     ASSERT_EQ(clip.samples.size(), whole.size());
-    double worst = 0.0;
-    for (size_t i = 0; i < whole.size(); ++i) worst = std::max(worst, std::fabs(double(clip.samples[i]) - whole[i]));
-    EXPECT_LE(worst, 1.0 / 32768 + 1e-6) << "16-bit WAV samples against the whole decode";
+    EXPECT_LE(testing::max_abs_difference(clip.samples, whole), 1.0 / 32768 + 1e-6)
+        << "16-bit WAV samples against the whole decode";
 }
 
 TEST(SpeakAudio, ACodecWithOtherCodebooksIsRefused) {

@@ -43,9 +43,7 @@ TEST(TranscribeFrontEnd, FftEqualsPlainDft) {
         for (int64_t i = 0; i < n; ++i) x[i] = {re[i], im[i]};
         const std::vector<std::complex<double>> expected = plain_dft(x);
         audio::Fft(n).forward(x.data());
-        double worst = 0.0;
-        for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(x[i] - expected[i]));
-        EXPECT_LT(worst, 1e-10) << "n = " << n;
+        EXPECT_LT(testing::max_abs_difference(x, expected), 1e-10) << "n = " << n;
     }
 }
 
@@ -90,9 +88,7 @@ TEST(TranscribeFrontEnd, LogMelEqualsPlainDftOnRandomAudio) {
     EXPECT_EQ(mel.frames, 32);
     const std::vector<float> expected = plain_dft_log_mel(wave, settings);
     ASSERT_EQ(mel.values.size(), expected.size());
-    double worst = 0.0;
-    for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::fabs(double(mel.values[i]) - expected[i]));
-    EXPECT_LT(worst, 1e-4);
+    EXPECT_LT(testing::max_abs_difference(mel.values, expected), 1e-4);
 }
 
 TEST(TranscribeFrontEnd, DefaultWindowAndFilterbankEqualTheCheckpoints) {
@@ -122,8 +118,7 @@ TEST(TranscribeFrontEnd, FixtureLogMel) {
     EXPECT_EQ(mel.valid, testing::read_i32(*expected.find("mel_length"))[0]);
     const std::vector<float> raw = read_f32(*expected.find("mel_raw"));
     ASSERT_EQ(mel.values.size(), raw.size());
-    double worst = 0.0;
-    for (size_t i = 0; i < raw.size(); ++i) worst = std::max(worst, std::fabs(double(mel.values[i]) - raw[i]));
+    const double worst = testing::max_abs_difference(mel.values, raw);
     EXPECT_LT(worst, 1e-3) << "mel_raw max abs error";
     const audio::LogMel normalized = audio::normalize_per_feature(mel);
     EXPECT_LT(testing::relative_error(normalized.values, read_f32(*expected.find("mel_normalized"))), 1e-3);

@@ -64,10 +64,7 @@ TEST_F(TranscribePerceptionFixture, FrameCountsAndTokenFormula) {
 TEST_F(TranscribePerceptionFixture, LogMel) {
     const std::vector<float> raw = expected("mel_raw");
     ASSERT_EQ(output_->mel_raw.values.size(), raw.size());
-    double worst = 0.0;
-    for (size_t i = 0; i < raw.size(); ++i) {
-        worst = std::max(worst, std::fabs(static_cast<double>(output_->mel_raw.values[i]) - raw[i]));
-    }
+    const double worst = testing::max_abs_difference(output_->mel_raw.values, raw);
     RecordProperty("mel_raw_max_abs_error", std::to_string(worst));
     EXPECT_LT(worst, 1e-3);
     EXPECT_LT(error_of("mel_normalized", output_->mel_normalized.values), kTolerance);
