@@ -231,10 +231,13 @@ TEST_F(CudaBackendOps, SwigluOfANormedInput) {
 }
 
 // One token runs norm, product and residual add as one kernel; more tokens run them one by one.
-// Rows of 33 groups take 8 lanes, rows of 256 a whole warp.
+// Rows of 33 groups take 8 lanes, rows of 128 and 256 a whole warp; rows longer than one round of
+// four loads a lane take eight in a launch of one wave (70 rows) and four in one of several (4000).
 TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
-    for (int64_t cols : {264, 2048}) {
-        const int64_t rows = 70;
+    struct Shape {
+        int64_t rows, cols;
+    };
+    for (const auto [rows, cols] : {Shape{70, 264}, Shape{70, 1024}, Shape{70, 2048}, Shape{4000, 1032}}) {
         const std::vector<uint16_t> w16 = random_bf16(rng_, rows * cols, 0.1f);
         const MatrixView w{DType::BF16, rows, cols, w16.data()};
         const std::vector<float> norm = random_values(rng_, cols, 0.5f, 1.5f);

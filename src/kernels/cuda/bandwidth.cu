@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/stream_timer.h"
 
 namespace duet::cuda {
@@ -56,17 +57,7 @@ __global__ void __launch_bounds__(kReadThreadsPerBlock)
 
 // Enough blocks to fill every multiprocessor once, so the grid-stride loop
 // runs with full occupancy and no tail of partly filled waves.
-int resident_read_blocks() {
-    int device = 0;
-    DUET_CUDA_CHECK(cudaGetDevice(&device));
-    int multiprocessors = 0;
-    DUET_CUDA_CHECK(
-        cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-    int blocks_per_sm = 0;
-    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks_per_sm, read_all_kernel, kReadThreadsPerBlock, 0));
-    return std::max(1, multiprocessors * blocks_per_sm);
-}
+int resident_read_blocks() { return std::max(1, resident_blocks(read_all_kernel, kReadThreadsPerBlock)); }
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/matvec_bf16.h"
+#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/random_bf16.h"
 #include "kernels/cuda/stream_timer.h"
 
@@ -197,19 +198,10 @@ __global__ void __launch_bounds__(kChainThreads, kChainBlocksPerSm)
     }
 }
 
-// The current device's SMs: the staged chain's grid, and the one-kernel chain's per block an SM holds.
-unsigned current_device_sms() {
-    int device = 0, sms = 0;
-    DUET_CUDA_CHECK(cudaGetDevice(&device));
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return static_cast<unsigned>(sms);
-}
-
 unsigned resident_chain_blocks() {
-    int per_sm = 0;
-    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, chain_one_kernel, kChainThreads, 0));
-    require(per_sm > 0, "product chain: the one-kernel chain cannot be resident on this device");
-    return current_device_sms() * static_cast<unsigned>(per_sm);
+    const int blocks = resident_blocks(chain_one_kernel, kChainThreads);
+    require(blocks > 0, "product chain: the one-kernel chain cannot be resident on this device");
+    return static_cast<unsigned>(blocks);
 }
 
 ChainLink link_of(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols) {
@@ -258,7 +250,7 @@ ProductChain::ProductChain(int64_t rows, int64_t cols, int64_t products, uint64_
     }
     links_ = DeviceBuffer::from_vector(links);
     resident_blocks_ = resident_chain_blocks();
-    staged_blocks_ = current_device_sms();
+    staged_blocks_ = static_cast<unsigned>(current_device_multiprocessors());
     if (available(ChainHandOver::staged)) {
         DUET_CUDA_CHECK(cudaFuncSetAttribute(chain_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(kStagedShareBytes)));

@@ -1,0 +1,23 @@
+// How many blocks of a kernel the current device holds at once. A launch of no more blocks runs in
+// one wave; a kernel that loops over its work sizes its grid by it. Host-only header.
+#pragma once
+
+#include <cstddef>
+
+namespace duet::cuda {
+
+// The current device's multiprocessors.
+int current_device_multiprocessors();
+
+// Blocks of `kernel` (`threads` a block, `shared_bytes` of dynamic shared memory) resident at once on
+// the current device; 0 when none fits. Kept per device and kernel after the first query, so that
+// launches on a decode step's path pay nothing for it (attributes set on the kernel later, such as
+// its shared memory limit, are not seen).
+int resident_blocks(const void* kernel, int threads, size_t shared_bytes);
+
+template <typename... Params>
+int resident_blocks(void (*kernel)(Params...), int threads, size_t shared_bytes = 0) {
+    return resident_blocks(reinterpret_cast<const void*>(kernel), threads, shared_bytes);
+}
+
+}  // namespace duet::cuda
