@@ -21,19 +21,21 @@ namespace {
 
 // Launch shape, chosen by measurement on an H200 (rows × cols from 2688 × 1856
 // to 131072 × 2688): small blocks, 8 resident per SM, each lane with four
-// 16-byte loads in flight. Larger blocks leave a bigger partial last wave;
-// more residency forces the registers below 64 and costs more than it gains.
+// 16-byte loads in flight (eight in launches of one wave, below). Larger blocks
+// leave a bigger partial last wave; more residency forces the registers below
+// 64 and costs more than it gains.
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 constexpr int kMinBlocksPerSm = 8;
 
-// A launch that fits in one wave leaves SMs room, and a row longer than one round of four loads a
-// lane then waits out the memory's latency once a round, with few bytes in flight: a Mamba-2 or
-// DeltaNet out-projection (2048 or 2688 rows of 4096 values: 512-672 blocks, four rounds), an
-// attention output, the tower's down products. Such launches take eight loads a lane (half the
-// rounds; the first of them requested before the wait), held to six blocks an SM (80 registers)
-// so the wave still holds them all. Launches of several waves keep four: more registers there
-// leave fewer blocks resident (measured slower on Drama 3's 2048-wide rows).
+// A launch whose blocks all fit on the device at once (one wave) has no later blocks to hide its
+// rounds of loads behind: a row longer than one round of four loads a lane waits out the memory's
+// latency once a round, with few bytes in flight. So it is for a Mamba-2 or DeltaNet out-projection
+// (2048 or 2688 rows of 4096 values: 512-672 blocks, four rounds), an attention output and the
+// tower's down products. Such launches take eight loads a lane (half the rounds; the first of them
+// requested before the wait), held to six blocks an SM (80 registers) so the wave still holds them
+// all. Launches of several waves keep four: more registers there leave fewer blocks resident
+// (measured slower on Drama 3's 2048-wide rows).
 constexpr int kLongRowLoads = 8;
 constexpr int kLongRowMinBlocksPerSm = 6;
 template <int kLoads>
