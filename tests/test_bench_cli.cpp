@@ -45,6 +45,15 @@ TEST(BenchCli, CtxTooSmallForThePromptIsRefused) {
     EXPECT_NE(r.err.find("--ctx is '9', expected an integer in [10, "), std::string::npos) << r.err;
 }
 
+TEST(BenchCli, AnUnknownArchitectureIsRefusedWithEveryBenchmarkNamed) {
+    const testing::CliResult r = run_duet(std::string("bench --arch nope") + kSmall);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--arch is 'nope', expected one of nemotron_h, qwen35_moe, drama3, transcribe, fish_codec, "
+                         "product_chain"),
+              std::string::npos)
+        << r.err;
+}
+
 // The speech benchmark times draws until enough frames are fed; draws that end the speech feed none
 // and drawing goes on, but a model that only ever ends it is an error, not an endless loop.
 TEST(BenchDraws, EndOfSpeechDrawsAreTimedAndDrawingGoesOn) {

@@ -3,8 +3,10 @@
 // yardstick is the weight bytes a token reads divided by its time, against what the memory gives.
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -16,6 +18,22 @@
 
 namespace duet::cli {
 
+namespace {
+
+// The language models' architectures and the benchmarks of their own, all of which --arch names.
+void require_bench_architecture(const std::string& arch) {
+    std::vector<std::string> names = architecture_names();
+    for (const std::string& name : names) {
+        if (arch == name) return;
+    }
+    for (const char* own : {"drama3", "transcribe", "fish_codec", "product_chain"}) names.emplace_back(own);
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+    throw UsageError{"--arch is '" + arch + "', expected one of " + list};
+}
+
+}  // namespace
+
 int run_bench(const Argv& argv) {
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--ctx", "--threads", "--device",
                      "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds", "--products"},
@@ -25,6 +43,7 @@ int run_bench(const Argv& argv) {
     if (arch == "transcribe") return bench_transcribe(args);
     if (arch == "fish_codec") return bench_fish_codec(args);
     if (arch == "product_chain") return bench_product_chain(args);
+    require_bench_architecture(arch);
     const bool random = random_weights_flag(args);
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
