@@ -1,10 +1,13 @@
 // Sound file reading and writing (libsndfile) and resampling (soxr).
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <vector>
 
 #include "audio/resample.h"
+#include "audio/speech_input.h"
 #include "io/audio_file.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 
 namespace duet {
@@ -107,6 +110,31 @@ TEST(AudioFile, GarbageAndTruncatedFilesNameThePath) {
     write_bytes(dir.file("cut.wav"), whole.substr(0, 20));
     message = error_of([&] { read_audio_file(dir.file("cut.wav")); });
     EXPECT_NE(message.find("cut.wav"), std::string::npos) << message;
+}
+
+// A float file can hold NaN and infinities, which no model can take as sound.
+TEST(AudioFile, NonFiniteSamplesAreRefusedByIndex) {
+    TempDir dir("audio");
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> x = sine(440.0, 16000, 1000);
+        x[321] = bad;
+        write_wav(dir.file("bad.wav"), x.data(), x.size(), 16000, WavSampleFormat::Float32);
+        const std::string message = error_of([&] { read_audio_file(dir.file("bad.wav")); });
+        EXPECT_NE(message.find(dir.file("bad.wav") + ": sample 321 is "), std::string::npos) << message;
+        EXPECT_NE(message.find("expected finite audio samples"), std::string::npos) << message;
+
+        const TensorToWrite wave{"waveform", DType::F32, {static_cast<int64_t>(x.size())}, x.data(),
+                                 x.size() * sizeof(float)};
+        write_safetensors(dir.file("bad.safetensors"), {wave});
+        const std::string from_tensor =
+            error_of([&] { audio::read_speech_input(dir.file("bad.safetensors"), 16000); });
+        EXPECT_NE(from_tensor.find("'waveform': sample 321 is "), std::string::npos) << from_tensor;
+    }
+    // Finite samples, however loud, are audio.
+    const std::vector<float> loud = {0.0f, 5.0f, -7.5f, 1e6f};
+    write_wav(dir.file("loud.wav"), loud.data(), loud.size(), 16000, WavSampleFormat::Float32);
+    EXPECT_EQ(read_audio_file(dir.file("loud.wav")).samples, loud);
 }
 
 TEST(Resample, SineKeepsItsFrequencyAndScalesLength) {

@@ -14,7 +14,9 @@ std::vector<float> read_speech_input(const std::string& path, int sample_rate) {
         require(wave != nullptr, path, ": no tensor 'waveform' (expected [N] f32 samples at ", sample_rate, " Hz)");
         require(wave->shape.size() == 1 && wave->dtype == DType::F32, path, ": 'waveform' has dtype ",
                 dtype_name(wave->dtype), " and ", wave->shape.size(), " dimensions, expected [N] F32");
-        return read_f32(*wave);
+        std::vector<float> samples = read_f32(*wave);
+        require_finite_samples(path + ": 'waveform'", samples.data(), samples.size());
+        return samples;
     }
     const AudioClip clip = read_audio_file(path);
     return resample(downmix_to_mono(clip), clip.sample_rate, sample_rate);

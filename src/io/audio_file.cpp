@@ -3,6 +3,7 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -64,7 +65,14 @@ AudioClip read_audio_file(const std::string& path) {
     // not audio.
     require(got > 0, path, ": no audio samples could be read: ", sf_strerror(file.file));
     clip.samples.resize(static_cast<size_t>(got) * static_cast<size_t>(info.channels));
+    require_finite_samples(path, clip.samples.data(), clip.samples.size());
     return clip;
+}
+
+void require_finite_samples(const std::string& what, const float* samples, size_t count) {
+    const float* bad = std::find_if(samples, samples + count, [](float s) { return !std::isfinite(s); });
+    require(bad == samples + count, what, ": sample ", bad - samples, " is ", *bad,
+            ", expected finite audio samples");
 }
 
 std::vector<float> downmix_to_mono(const AudioClip& clip) {

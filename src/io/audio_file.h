@@ -22,8 +22,12 @@ struct AudioClip {
 constexpr int64_t kMaxAudioFrames = int64_t{4} * 3600 * 48000;
 constexpr int kMaxAudioChannels = 16;
 
-// Errors name the path: unreadable or unknown format, no samples, absurd rate/channels/length.
+// Errors name the path: unreadable or unknown format, no samples, absurd rate/channels/length, a
+// sample that is NaN or infinite (a float file can hold them; no model output would mean anything).
 AudioClip read_audio_file(const std::string& path);
+
+// Throws, naming `what` and the first offending sample, unless every sample is finite.
+void require_finite_samples(const std::string& what, const float* samples, size_t count);
 
 // The mean of the channels of each frame.
 std::vector<float> downmix_to_mono(const AudioClip& clip);
