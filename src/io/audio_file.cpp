@@ -71,8 +71,7 @@ AudioClip read_audio_file(const std::string& path) {
 
 void require_finite_samples(const std::string& what, const float* samples, size_t count) {
     const float* bad = std::find_if(samples, samples + count, [](float s) { return !std::isfinite(s); });
-    require(bad == samples + count, what, ": sample ", bad - samples, " is ", *bad,
-            ", expected finite audio samples");
+    if (bad != samples + count) fail(what, ": sample ", bad - samples, " is ", *bad, ", expected finite audio samples");
 }
 
 std::vector<float> downmix_to_mono(const AudioClip& clip) {
