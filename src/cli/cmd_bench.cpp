@@ -20,16 +20,23 @@ namespace duet::cli {
 
 namespace {
 
-// The language models' architectures and the benchmarks of their own, all of which --arch names.
-void require_bench_architecture(const std::string& arch) {
-    std::vector<std::string> names = architecture_names();
-    for (const std::string& name : names) {
-        if (arch == name) return;
-    }
-    for (const char* own : {"drama3", "transcribe", "fish_codec", "product_chain"}) names.emplace_back(own);
+// The architectures with a benchmark of their own; --arch names one of them or a language model's.
+struct OwnBenchmark {
+    const char* arch;
+    int (*run)(const Args& args);
+};
+constexpr OwnBenchmark kOwnBenchmarks[] = {{"drama3", bench_drama3},
+                                           {"transcribe", bench_transcribe},
+                                           {"fish_codec", bench_fish_codec},
+                                           {"product_chain", bench_product_chain}};
+
+void require_language_model(const std::string& arch) {
+    const std::vector<std::string> models = architecture_names();
+    if (std::find(models.begin(), models.end(), arch) != models.end()) return;
     std::string list;
-    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-    throw UsageError{"--arch is '" + arch + "', expected one of " + list};
+    for (const std::string& name : models) list += name + ", ";
+    for (const OwnBenchmark& own : kOwnBenchmarks) list += std::string(own.arch) + ", ";
+    throw UsageError{"--arch is '" + arch + "', expected one of " + list.substr(0, list.size() - 2)};
 }
 
 }  // namespace
@@ -39,11 +46,10 @@ int run_bench(const Argv& argv) {
                      "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds", "--products"},
               {"--random-weights", "--no-encode"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
-    if (arch == "drama3") return bench_drama3(args);
-    if (arch == "transcribe") return bench_transcribe(args);
-    if (arch == "fish_codec") return bench_fish_codec(args);
-    if (arch == "product_chain") return bench_product_chain(args);
-    require_bench_architecture(arch);
+    for (const OwnBenchmark& own : kOwnBenchmarks) {
+        if (arch == own.arch) return own.run(args);
+    }
+    require_language_model(arch);
     const bool random = random_weights_flag(args);
     const int64_t prompt_len = args.integer_or("--prompt", 512, 1, 1 << 20);
     const int64_t decode_len = args.integer_or("--decode", 16, 1, 1 << 20);
