@@ -38,7 +38,8 @@ constexpr int64_t kPrefetchBytes = 1024;
 // Ops, as everything here, for each instruction set's private copy.
 template <class Ops>
 inline void prefetch_ahead(const void* p, int64_t bytes) {
-    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)));
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+    __builtin_prefetch(reinterpret_cast<const void*>(ahead));
 }
 
 // out[t * out_token_stride + r] = dot(w row r, x row t) for r < Rows and
