@@ -15,7 +15,6 @@
 
 namespace duet::cli {
 
-
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
