@@ -1,4 +1,5 @@
 // duet: one binary for the whole job. `duet COMMAND [flags]`.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -6,6 +7,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "kernels/cpu/simd_level.h"
 
 namespace {
 
@@ -13,6 +15,8 @@ const char* kUsage =
     "usage: duet COMMAND [flags]\n"
     "\n"
     "commands:\n"
+    "  --version                            the version, the CPU kernels' vector width, the CUDA backend\n"
+    "  COMMAND --help                       this text\n"
     "  demo     [--out duet-demo.wav]       a built-in tiny random Drama 3 and codec speak into a WAV (noise)\n"
     "  demo --generate                      a built-in tiny random Nemotron-H continues a prompt (noise)\n"
     "  demo --transcribe --perception DIR --tokenizer FILE [--dir OUT]\n"
@@ -56,17 +60,38 @@ const char* kUsage =
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu)\n";
 
+bool is_help_flag(const std::string& arg) { return arg == "--help" || arg == "-h"; }
+
+// One line: what a bug report needs to say about the build and the machine it runs on.
+void print_version() {
+#ifdef DUET_HAVE_CUDA
+    const char* cuda = "built in";
+#else
+    const char* cuda = "not built (no nvcc when configured)";
+#endif
+    std::printf("duet %s (CPU kernels: %s; CUDA backend: %s)\n", DUET_VERSION,
+                std::string(duet::cpu::simd_level_name(duet::cpu::detected_simd_level())).c_str(), cuda);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     using namespace duet::cli;
-    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
-        std::string(argv[1]) == "help") {
-        std::fputs(kUsage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        std::fputs(kUsage, stderr);
+        return 2;
     }
     const std::string command = argv[1];
     const Argv rest(argv + 2, argv + argc);
+    if (command == "--version" || command == "version") {
+        print_version();
+        return 0;
+    }
+    // `duet --help` and `duet COMMAND --help` alike: the usage, on stdout, and success.
+    if (is_help_flag(command) || command == "help" || std::any_of(rest.begin(), rest.end(), is_help_flag)) {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
     try {
         if (command == "info") return run_info(rest);
         if (command == "logits") return run_logits(rest);
