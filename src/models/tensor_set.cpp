@@ -1,6 +1,7 @@
 #include "models/tensor_set.h"
 
 #include "base/error.h"
+#include "base/host_memory.h"
 
 namespace duet {
 
@@ -18,9 +19,9 @@ TensorSet::Owned& TensorSet::add_entry(const std::string& name, DType dtype, std
 
 uint8_t* TensorSet::add(const std::string& name, DType dtype, std::vector<int64_t> shape) {
     Owned& t = add_entry(name, dtype, std::move(shape));
-    t.bytes.assign(t.entry.nbytes, 0);
-    t.entry.data = t.bytes.data();
-    return t.bytes.data();
+    t.bytes = allocate_zeroed_host(t.entry.nbytes);
+    t.entry.data = t.bytes.get();
+    return t.bytes.get();
 }
 
 uint8_t* TensorSet::add_on_device(const std::string& name, DType dtype, std::vector<int64_t> shape) {
@@ -63,7 +64,7 @@ void TensorSet::write(const std::string& path) const {
             fail(path, ": cannot write tensor '", t.entry.name, "': it is in ", device_->name(),
                  " device memory (random weights made on a device are not written out)");
         }
-        out.push_back({t.entry.name, t.entry.dtype, t.entry.shape, t.bytes.data(), t.bytes.size()});
+        out.push_back({t.entry.name, t.entry.dtype, t.entry.shape, t.bytes.get(), t.entry.nbytes});
     }
     write_safetensors(path, out);
 }

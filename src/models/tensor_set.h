@@ -41,7 +41,7 @@ public:
 private:
     struct Owned {
         TensorEntry entry;
-        std::vector<uint8_t> bytes;
+        std::shared_ptr<uint8_t> bytes;  // host memory (base/host_memory.h)
         std::shared_ptr<void> device_bytes;
     };
     Owned& add_entry(const std::string& name, DType dtype, std::vector<int64_t> shape);

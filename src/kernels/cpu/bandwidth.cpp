@@ -6,26 +6,20 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <new>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #include "base/error.h"
+#include "base/host_memory.h"
 
 namespace duet::cpu {
 
 namespace {
 
 constexpr int kRepetitions = 5;
-constexpr size_t kAlignment = 64;
 constexpr int64_t kChunkBytes = 1 << 20;
-
-struct AlignedDelete {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{kAlignment}); }
-};
-using Buffer = std::unique_ptr<uint8_t[], AlignedDelete>;
 
 // Sums the buffer as 64-bit integers: integer adds keep up with any memory
 // system and, unlike float sums, the compiler needs no licence to reorder
@@ -89,7 +83,8 @@ BandwidthResult measure_memory_bandwidth(ThreadPool* pool, size_t bytes) {
     // A multiple of 32 bytes, so that both halves of the copy are whole 16-byte words.
     bytes -= bytes % 32;
     require(bytes >= 32, "measure_memory_bandwidth: buffer of ", bytes, " bytes is too small");
-    Buffer buffer(static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{kAlignment})));
+    // The same kind of memory as the weights whose reading this is the floor of.
+    const std::shared_ptr<uint8_t> buffer = allocate_zeroed_host(bytes);
     uint8_t* data = buffer.get();
     const auto total = static_cast<int64_t>(bytes);
     const int64_t chunks = (total + kChunkBytes - 1) / kChunkBytes;
