@@ -25,13 +25,17 @@
 namespace duet::cpu::detail {
 
 // How far ahead of its loads a row streamed from memory asks for its weights
-// (one token's product reads every weight once, in row order). The hardware
-// prefetchers alone left a core at about half of what it can read: on a 2-core
-// AVX-512 AMD EPYC machine, one token's 55 MB bf16 product (10304 x 2688)
-// through cpu::matmul ran at 15.8-18.3 GB/s on one thread and 29.5-35.8 on
-// two; asking 1 KiB ahead, 18.7-21.9 and 37.6-42.8 (builds alternated; 512
-// bytes ahead gave about half the gain in a copy of the loop).
-constexpr int64_t kPrefetchBytes = 1024;
+// (one token's product reads every weight once, in row order), and into which
+// cache. The hardware prefetchers alone left a core at about half of what it
+// can read. On a 2-core AVX-512 AMD EPYC machine, one token's 55 MB bf16
+// product (10304 x 2688) through cpu::matmul ran at 15.8-18.3 GB/s on one
+// thread and 29.5-35.8 on two; asking 1 KiB ahead into L1, 18.7-21.9 and
+// 37.6-42.8; asking 2 KiB ahead into L2 (prefetcht1: the request does not hold
+// one of the core's few L1 miss buffers until the line arrives), another 4-17 %
+// in eight rounds alternated with the L1 form on two threads, 0-17 % on one
+// (22.4-26.6 GB/s). 3 and 4 KiB ahead were slower than 2.
+constexpr int64_t kPrefetchBytes = 2048;
+constexpr int kPrefetchIntoL2 = 2;  // __builtin_prefetch's locality for prefetcht1
 
 // Asks for the line `bytes` past p (a hint: an address past the matrix is never
 // read, so the offset is added as an integer, not as a pointer). A template over
@@ -39,7 +43,7 @@ constexpr int64_t kPrefetchBytes = 1024;
 template <class Ops>
 inline void prefetch_ahead(const void* p, int64_t bytes) {
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
-    __builtin_prefetch(reinterpret_cast<const void*>(ahead));
+    __builtin_prefetch(reinterpret_cast<const void*>(ahead), 0, kPrefetchIntoL2);
 }
 
 // out[t * out_token_stride + r] = dot(w row r, x row t) for r < Rows and
