@@ -37,13 +37,13 @@ float* widening_scratch(int64_t cols) {
 
 void matvec(const detail::MatmulKernels& kernels, const MatrixView& w, const float* x, float* out,
             ThreadPool* pool) {
-    const int64_t groups = ceil_div(w.rows, kTileRows);
+    const int64_t groups = ceil_div(w.rows, detail::kStreamRows);
     const int64_t group_bytes =
-        kTileRows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+        detail::kStreamRows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
     const int64_t grain =
         std::max<int64_t>(1, kMinBytesPerChunk / std::max<int64_t>(group_bytes, 1));
     parallel_for(pool, groups, grain, [&](int64_t begin, int64_t end) {
-        kernels.matvec(w, x, out, begin * kTileRows, std::min(end * kTileRows, w.rows));
+        kernels.matvec(w, x, out, begin * detail::kStreamRows, std::min(end * detail::kStreamRows, w.rows));
     });
 }
 

@@ -93,15 +93,15 @@ inline void dot_tile(const Weight* w, const float* x, int64_t cols, float* out,
     }
 }
 
-// One token against rows [row_begin, row_end), kTileRows at a time: the
-// weights stream from memory once, with kTileRows independent accumulator
-// chains to hide the fma latency.
+// One token against rows [row_begin, row_end), kStreamRows at a time: the
+// weights stream from memory once, kStreamRows rows side by side, each with its
+// own accumulator chain.
 template <class Ops, class Weight>
 void matvec_rows(const Weight* w, int64_t cols, const float* x, float* out, int64_t row_begin,
                  int64_t row_end) {
     int64_t r = row_begin;
-    for (; r + kTileRows <= row_end; r += kTileRows) {
-        dot_tile<Ops, Weight, kTileRows, 1, true>(w + r * cols, x, cols, out + r, 0);
+    for (; r + kStreamRows <= row_end; r += kStreamRows) {
+        dot_tile<Ops, Weight, kStreamRows, 1, true>(w + r * cols, x, cols, out + r, 0);
     }
     for (; r < row_end; ++r) dot_tile<Ops, Weight, 1, 1, true>(w + r * cols, x, cols, out + r, 0);
 }
