@@ -60,6 +60,29 @@ const char* kUsage =
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu)\n";
 
+// The usage's lines about one command (its first line starts "  COMMAND ", the lines after it that
+// start further in belong to it too) and the common flags; empty for a command the usage does not name.
+std::string usage_of(const std::string& command) {
+    std::string out;
+    bool inside = false;
+    const std::string text = kUsage, first = "  " + command + " ";
+    for (size_t begin = 0; begin < text.size();) {
+        const size_t end = text.find('\n', begin);
+        const std::string line = text.substr(begin, end - begin + 1);
+        begin = end == std::string::npos ? text.size() : end + 1;
+        if (line.rfind(first, 0) == 0) {
+            inside = true;
+        } else if (line.rfind("   ", 0) != 0) {
+            inside = false;  // another command's first line, or a line of the usage's own
+        }
+        if (inside) out += line;
+    }
+    if (out.empty()) return out;
+    const size_t common = text.find("common flags:");
+    return "usage: duet " + command + " [flags]\n" + out + "\n" + text.substr(common) +
+           "\n(duet --help describes every command)\n";
+}
+
 bool is_help_flag(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
 // One line: what a bug report needs to say about the build and the machine it runs on.
@@ -87,9 +110,14 @@ int main(int argc, char** argv) {
         print_version();
         return 0;
     }
-    // `duet --help` and `duet COMMAND --help` alike: the usage, on stdout, and success.
-    if (is_help_flag(command) || command == "help" || std::any_of(rest.begin(), rest.end(), is_help_flag)) {
+    // `duet --help`: the whole usage; `duet COMMAND --help`: the command's part. On stdout, and success.
+    if (is_help_flag(command) || command == "help") {
         std::fputs(kUsage, stdout);
+        return 0;
+    }
+    if (std::any_of(rest.begin(), rest.end(), is_help_flag)) {
+        const std::string usage = usage_of(command);
+        std::fputs(usage.empty() ? kUsage : usage.c_str(), stdout);
         return 0;
     }
     try {
@@ -105,7 +133,9 @@ int main(int argc, char** argv) {
         if (command == "transcribe") return run_transcribe(rest);
         throw UsageError{"unknown command '" + command + "'"};
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(), kUsage);
+        const std::string usage = usage_of(command);
+        std::fprintf(stderr, "duet %s: %s\n\n%s", command.c_str(), e.message.c_str(),
+                     usage.empty() ? kUsage : usage.c_str());
         return 2;
     } catch (const duet::Error& e) {
         std::fprintf(stderr, "duet %s: error: %s\n", command.c_str(), e.what());
