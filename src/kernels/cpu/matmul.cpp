@@ -27,14 +27,6 @@ const detail::MatmulKernels& active_kernels() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Room for one block of weight rows widened to f32, per thread.
-float* widening_scratch(int64_t cols) {
-    thread_local std::vector<float> scratch;
-    const auto needed = static_cast<size_t>(kTileRows * cols);
-    if (scratch.size() < needed) scratch.resize(needed);
-    return scratch.data();
-}
-
 void matvec(const detail::MatmulKernels& kernels, const MatrixView& w, const float* x, float* out,
             ThreadPool* pool) {
     const int64_t groups = ceil_div(w.rows, detail::kStreamRows);
@@ -61,7 +53,6 @@ void matmul_batched(const detail::MatmulKernels& kernels, const MatrixView& w, c
     const int64_t grain = std::max<int64_t>(1, kMinMultiplyAddsPerChunk / unit_multiply_adds);
 
     parallel_for(pool, row_blocks * token_blocks, grain, [&](int64_t begin, int64_t end) {
-        float* scratch = widening_scratch(w.cols);
         for (int64_t unit = begin; unit < end;) {
             const int64_t token_block = unit / row_blocks;
             const int64_t first_row_block = unit % row_blocks;
@@ -69,7 +60,7 @@ void matmul_batched(const detail::MatmulKernels& kernels, const MatrixView& w, c
             const int64_t token_begin = token_block * tokens_per_block;
             kernels.matmul(w, x, token_begin, std::min(n, token_begin + tokens_per_block), out,
                            first_row_block * kTileRows,
-                           std::min(w.rows, last_row_block * kTileRows), scratch);
+                           std::min(w.rows, last_row_block * kTileRows));
             unit += last_row_block - first_row_block;
         }
     });

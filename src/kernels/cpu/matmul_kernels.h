@@ -9,8 +9,7 @@
 
 namespace duet::cpu::detail {
 
-// Rows handled together by one register tile, and the height of the block of
-// weight rows that the batched kernel widens to f32 at once.
+// Rows handled together by one register tile of the batched kernel.
 constexpr int64_t kTileRows = 4;
 
 // Rows one token's product streams together, each from its own accumulator: more
@@ -27,8 +26,8 @@ constexpr int64_t kStreamRows = 8;
 constexpr int64_t kTileTokens = 3;
 
 // Tokens the batched kernel takes through one block of weight rows. Every
-// token block widens and reads the whole weight matrix again, which costs
-// more than streaming a large token block from L3 for each block of rows.
+// token block reads the whole weight matrix again, which costs less than
+// streaming a larger token block from beyond L2 for each block of rows.
 constexpr int64_t kTokenBlock = 96;
 
 struct MatmulKernels {
@@ -36,9 +35,9 @@ struct MatmulKernels {
     void (*matvec)(const MatrixView& w, const float* x, float* out, int64_t row_begin,
                    int64_t row_end);
     // Tokens [token_begin, token_end) of x ([*, w.cols]) into out ([*, w.rows]),
-    // rows [row_begin, row_end). scratch holds kTileRows * w.cols floats.
+    // rows [row_begin, row_end).
     void (*matmul)(const MatrixView& w, const float* x, int64_t token_begin, int64_t token_end,
-                   float* out, int64_t row_begin, int64_t row_end, float* scratch);
+                   float* out, int64_t row_begin, int64_t row_end);
     float (*dot)(const float* a, const float* b, int64_t n);
     void (*axpy)(float a, const float* x, float* y, int64_t n);
 };
