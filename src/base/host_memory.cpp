@@ -16,10 +16,14 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // Below this, the allocator's own zeroed memory: a huge page's alignment would waste more than it saves.
 constexpr size_t kMappedFrom = size_t{1} << 20;
 
-// A private anonymous mapping of `bytes` (rounded up to whole huge pages) that starts on a huge-page
-// boundary: map one huge page more, then give back the unaligned head and the tail.
+constexpr size_t kPage = 4096;
+
+// A private anonymous mapping of `bytes` (rounded up to whole pages) that starts on a huge-page
+// boundary: map one huge page more, then give back the unaligned head and the tail. Every whole huge
+// page of the block can then be one; the last part of one stays in small pages, so no memory is
+// taken beyond the block (rounding each block up to huge pages took 4 % more for nano-8l's weights).
 uint8_t* map_aligned(size_t bytes, size_t& mapped) {
-    mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    mapped = (bytes + kPage - 1) / kPage * kPage;
     const size_t padded = mapped + kHugePage;
     void* p = ::mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) fail("cannot allocate ", bytes, " bytes of host memory: ", std::strerror(errno));
