@@ -63,7 +63,9 @@ std::vector<float> causal_conv(const Conv& conv, ConvState& state, const float* 
 
         const int64_t window = conv.kernel * in;
         const int64_t tile = std::max<int64_t>(16, kGatherFloats / window);
-        std::vector<float> gathered(static_cast<size_t>(std::min(tile, out_steps) * window));
+        // On a cache line, so that the product's loads of a window do not straddle two where the
+        // window is a whole number of lines.
+        CacheAlignedVector<float> gathered(static_cast<size_t>(std::min(tile, out_steps) * window));
         for (int64_t t0 = 0; t0 < out_steps; t0 += tile) {
             const int64_t rows = std::min(tile, out_steps - t0);
             parallel_for(pool, rows, std::max<int64_t>(1, 8192 / window), [&](int64_t begin, int64_t end) {

@@ -7,16 +7,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/thread_pool.h"
 #include "models/fish_codec/config.h"
 #include "tensor/matrix.h"
 
 namespace duet::fish_codec {
 
+// The weights of a product, on a cache line (base/aligned_vector.h).
+using MatrixWeights = CacheAlignedVector<float>;
+
 // A dense layer y = W x (+ b). weight [out, in].
 struct Linear {
     int64_t in = 0, out = 0;
-    std::vector<float> weight;
+    MatrixWeights weight;
     std::vector<float> bias;  // empty: no bias
 
     MatrixView matrix() const { return {DType::F32, out, in, weight.data()}; }
@@ -27,7 +31,7 @@ struct Linear {
 // gathered input windows.
 struct Conv {
     int64_t in = 0, out = 0, kernel = 1, dilation = 1, stride = 1;
-    std::vector<float> weight;
+    MatrixWeights weight;
     std::vector<float> bias;
 
     int64_t context() const { return (kernel - 1) * dilation + 1 - stride; }
@@ -38,7 +42,7 @@ struct Conv {
 // weight [kernel · out, in]: row (tap j, output channel o).
 struct ConvTranspose {
     int64_t in = 0, out = 0, kernel = 1, stride = 1;
-    std::vector<float> weight;
+    MatrixWeights weight;
     std::vector<float> bias;
 
     MatrixView matrix() const { return {DType::F32, kernel * out, in, weight.data()}; }

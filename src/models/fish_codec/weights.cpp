@@ -133,7 +133,8 @@ std::array<ResidualUnit, 3> residual_units(Loader& l, const std::string& prefix,
 Linear linear(Loader& l, const std::string& name, int64_t in, int64_t out, bool bias) {
     Linear lin;
     lin.in = in, lin.out = out;
-    lin.weight = l.tensor(name + ".weight", {out, in});
+    const std::vector<float> w = l.tensor(name + ".weight", {out, in});
+    lin.weight.assign(w.begin(), w.end());
     if (bias) lin.bias = l.tensor(name + ".bias", {out});
     return lin;
 }
@@ -181,10 +182,12 @@ Codebook codebook(Loader& l, const std::string& prefix, int64_t latent, int64_t 
     Codebook cb;
     cb.size = size, cb.dim = dim;
     cb.in_proj.in = latent, cb.in_proj.out = dim;
-    cb.in_proj.weight = l.weight(prefix + ".in_proj", {dim, latent, 1});
+    const std::vector<float> in_proj = l.weight(prefix + ".in_proj", {dim, latent, 1});
+    cb.in_proj.weight.assign(in_proj.begin(), in_proj.end());
     cb.in_proj.bias = l.tensor(prefix + ".in_proj.bias", {dim});
     cb.out_proj.in = dim, cb.out_proj.out = latent;
-    cb.out_proj.weight = l.weight(prefix + ".out_proj", {latent, dim, 1});
+    const std::vector<float> out_proj = l.weight(prefix + ".out_proj", {latent, dim, 1});
+    cb.out_proj.weight.assign(out_proj.begin(), out_proj.end());
     cb.out_proj.bias = l.tensor(prefix + ".out_proj.bias", {latent});
     cb.entries = l.tensor(prefix + ".codebook.weight", {size, dim});
     cb.normalized = cb.entries;
