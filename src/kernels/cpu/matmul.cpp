@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/error.h"
 #include "kernels/cpu/matmul_kernels.h"
 
@@ -39,6 +40,27 @@ void matvec(const detail::MatmulKernels& kernels, const MatrixView& w, const flo
     });
 }
 
+// Token rows for the batched kernel: x itself when every row starts on a cache
+// line, else a copy in this thread's scratch with rows padded to whole lines.
+// Its 64-byte loads of x then never straddle two lines: for an f32 product
+// that was 20-25 % of its time on a 2-core AVX-512 AMD EPYC machine, where a
+// block of tokens is read once for each of many row tiles, so copying it once
+// costs little.
+struct TokenRows {
+    const float* x;
+    int64_t stride;
+};
+
+TokenRows on_cache_lines(const float* x, int64_t cols, int64_t tokens) {
+    constexpr int64_t kLineFloats = 64 / sizeof(float);
+    if (reinterpret_cast<uintptr_t>(x) % 64 == 0 && cols % kLineFloats == 0) return {x, cols};
+    const int64_t stride = ceil_div(cols, kLineFloats) * kLineFloats;
+    thread_local CacheAlignedVector<float> scratch;
+    if (scratch.size() < static_cast<size_t>(stride * tokens)) scratch.resize(static_cast<size_t>(stride * tokens));
+    for (int64_t t = 0; t < tokens; ++t) std::copy(x + t * cols, x + (t + 1) * cols, scratch.data() + t * stride);
+    return {scratch.data(), stride};
+}
+
 // Work units are (token block, block of kTileRows weight rows), numbered with
 // the row block fastest so that a thread's consecutive units share the token
 // block in its cache.
@@ -58,8 +80,9 @@ void matmul_batched(const detail::MatmulKernels& kernels, const MatrixView& w, c
             const int64_t first_row_block = unit % row_blocks;
             const int64_t last_row_block = std::min(row_blocks, first_row_block + (end - unit));
             const int64_t token_begin = token_block * tokens_per_block;
-            kernels.matmul(w, x, token_begin, std::min(n, token_begin + tokens_per_block), out,
-                           first_row_block * kTileRows,
+            const int64_t tokens = std::min(n, token_begin + tokens_per_block) - token_begin;
+            const TokenRows rows = on_cache_lines(x + token_begin * w.cols, w.cols, tokens);
+            kernels.matmul(w, rows.x, rows.stride, tokens, out + token_begin * w.rows, first_row_block * kTileRows,
                            std::min(w.rows, last_row_block * kTileRows));
             unit += last_row_block - first_row_block;
         }

@@ -54,7 +54,7 @@ inline void prefetch_ahead(const void* p, int64_t bytes) {
 // follow one at a time. With Stream, the rows come from memory once (one
 // token's product) and are asked for kPrefetchBytes ahead, every 32 bytes.
 template <class Ops, class Weight, int Rows, int Tokens, bool Stream = false>
-inline void dot_tile(const Weight* w, const float* x, int64_t cols, float* out,
+inline void dot_tile(const Weight* w, const float* x, int64_t x_token_stride, int64_t cols, float* out,
                      int64_t out_token_stride) {
     using Vec = typename Ops::Vec;
     const int64_t full = cols - cols % Ops::kWidth;
@@ -73,7 +73,7 @@ inline void dot_tile(const Weight* w, const float* x, int64_t cols, float* out,
         }
         Vec xv[Tokens];
 #pragma GCC unroll 16
-        for (int t = 0; t < Tokens; ++t) xv[t] = Ops::load(x + t * cols + c);
+        for (int t = 0; t < Tokens; ++t) xv[t] = Ops::load(x + t * x_token_stride + c);
 #pragma GCC unroll 16
         for (int r = 0; r < Rows; ++r) {
             const Vec wv = Ops::load(w + r * cols + c);
@@ -86,7 +86,7 @@ inline void dot_tile(const Weight* w, const float* x, int64_t cols, float* out,
         for (int t = 0; t < Tokens; ++t) {
             float s = Ops::sum(acc[r][t]);
             for (int64_t c = full; c < cols; ++c) {
-                s = Ops::fma(Ops::widen(w[r * cols + c]), x[t * cols + c], s);
+                s = Ops::fma(Ops::widen(w[r * cols + c]), x[t * x_token_stride + c], s);
             }
             out[t * out_token_stride + r] = s;
         }
@@ -101,9 +101,9 @@ void matvec_rows(const Weight* w, int64_t cols, const float* x, float* out, int6
                  int64_t row_end) {
     int64_t r = row_begin;
     for (; r + kStreamRows <= row_end; r += kStreamRows) {
-        dot_tile<Ops, Weight, kStreamRows, 1, true>(w + r * cols, x, cols, out + r, 0);
+        dot_tile<Ops, Weight, kStreamRows, 1, true>(w + r * cols, x, 0, cols, out + r, 0);
     }
-    for (; r < row_end; ++r) dot_tile<Ops, Weight, 1, 1, true>(w + r * cols, x, cols, out + r, 0);
+    for (; r < row_end; ++r) dot_tile<Ops, Weight, 1, 1, true>(w + r * cols, x, 0, cols, out + r, 0);
 }
 
 // Tokens [0, n) against Rows rows, kTileTokens at a time, the weights widened
@@ -112,49 +112,48 @@ void matvec_rows(const Weight* w, int64_t cols, const float* x, float* out, int6
 // rows widened to f32 beforehand did not: that form ran at half the speed for
 // every token count from 2 to 96, on a 55 MB product with two threads).
 template <class Ops, class Weight, int Rows>
-void rows_times_tokens(const Weight* w, int64_t cols, const float* x, int64_t n, float* out,
+void rows_times_tokens(const Weight* w, int64_t cols, const float* x, int64_t x_token_stride, int64_t n, float* out,
                        int64_t out_token_stride) {
     int64_t t = 0;
     for (; t + kTileTokens <= n; t += kTileTokens) {
-        const float* xt = x + t * cols;
+        const float* xt = x + t * x_token_stride;
         float* ot = out + t * out_token_stride;
         if (t == 0) {
-            dot_tile<Ops, Weight, Rows, kTileTokens, true>(w, xt, cols, ot, out_token_stride);
+            dot_tile<Ops, Weight, Rows, kTileTokens, true>(w, xt, x_token_stride, cols, ot, out_token_stride);
         } else {
-            dot_tile<Ops, Weight, Rows, kTileTokens>(w, xt, cols, ot, out_token_stride);
+            dot_tile<Ops, Weight, Rows, kTileTokens>(w, xt, x_token_stride, cols, ot, out_token_stride);
         }
     }
     static_assert(kTileTokens == 3, "the tail below takes one or two tokens");
-    const float* xt = x + t * cols;
+    const float* xt = x + t * x_token_stride;
     float* ot = out + t * out_token_stride;
     if (n - t == 2) {
         if (t == 0) {
-            dot_tile<Ops, Weight, Rows, 2, true>(w, xt, cols, ot, out_token_stride);
+            dot_tile<Ops, Weight, Rows, 2, true>(w, xt, x_token_stride, cols, ot, out_token_stride);
         } else {
-            dot_tile<Ops, Weight, Rows, 2>(w, xt, cols, ot, out_token_stride);
+            dot_tile<Ops, Weight, Rows, 2>(w, xt, x_token_stride, cols, ot, out_token_stride);
         }
     } else if (n - t == 1) {
         if (t == 0) {
-            dot_tile<Ops, Weight, Rows, 1, true>(w, xt, cols, ot, out_token_stride);
+            dot_tile<Ops, Weight, Rows, 1, true>(w, xt, x_token_stride, cols, ot, out_token_stride);
         } else {
-            dot_tile<Ops, Weight, Rows, 1>(w, xt, cols, ot, out_token_stride);
+            dot_tile<Ops, Weight, Rows, 1>(w, xt, x_token_stride, cols, ot, out_token_stride);
         }
     }
 }
 
-// Tokens [token_begin, token_end) against rows [row_begin, row_end), kTileRows
-// rows at a time; out is [tokens, rows].
+// n tokens (x rows x_token_stride apart) against rows [row_begin, row_end), kTileRows
+// rows at a time; out is [n, rows].
 template <class Ops, class Weight>
-void matmul_rows(const Weight* w, int64_t rows, int64_t cols, const float* x, int64_t token_begin,
-                 int64_t token_end, float* out, int64_t row_begin, int64_t row_end) {
-    const float* xb = x + token_begin * cols;
-    float* ob = out + token_begin * rows;
-    const int64_t n = token_end - token_begin;
+void matmul_rows(const Weight* w, int64_t rows, int64_t cols, const float* x, int64_t x_token_stride, int64_t n,
+                 float* out, int64_t row_begin, int64_t row_end) {
     int64_t r = row_begin;
     for (; r + kTileRows <= row_end; r += kTileRows) {
-        rows_times_tokens<Ops, Weight, kTileRows>(w + r * cols, cols, xb, n, ob + r, rows);
+        rows_times_tokens<Ops, Weight, kTileRows>(w + r * cols, cols, x, x_token_stride, n, out + r, rows);
     }
-    for (; r < row_end; ++r) rows_times_tokens<Ops, Weight, 1>(w + r * cols, cols, xb, n, ob + r, rows);
+    for (; r < row_end; ++r) {
+        rows_times_tokens<Ops, Weight, 1>(w + r * cols, cols, x, x_token_stride, n, out + r, rows);
+    }
 }
 
 template <class Ops>
@@ -168,14 +167,14 @@ void matvec_kernel(const MatrixView& w, const float* x, float* out, int64_t row_
 }
 
 template <class Ops>
-void matmul_kernel(const MatrixView& w, const float* x, int64_t token_begin, int64_t token_end,
-                   float* out, int64_t row_begin, int64_t row_end) {
+void matmul_kernel(const MatrixView& w, const float* x, int64_t x_token_stride, int64_t n, float* out,
+                   int64_t row_begin, int64_t row_end) {
     if (w.dtype == DType::BF16) {
-        matmul_rows<Ops>(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x, token_begin,
-                         token_end, out, row_begin, row_end);
+        matmul_rows<Ops>(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x, x_token_stride, n, out,
+                         row_begin, row_end);
     } else {
-        matmul_rows<Ops>(static_cast<const float*>(w.data), w.rows, w.cols, x, token_begin,
-                         token_end, out, row_begin, row_end);
+        matmul_rows<Ops>(static_cast<const float*>(w.data), w.rows, w.cols, x, x_token_stride, n, out, row_begin,
+                         row_end);
     }
 }
 

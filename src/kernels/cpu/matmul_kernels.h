@@ -34,10 +34,10 @@ struct MatmulKernels {
     // One token: out[r] for r in [row_begin, row_end).
     void (*matvec)(const MatrixView& w, const float* x, float* out, int64_t row_begin,
                    int64_t row_end);
-    // Tokens [token_begin, token_end) of x ([*, w.cols]) into out ([*, w.rows]),
-    // rows [row_begin, row_end).
-    void (*matmul)(const MatrixView& w, const float* x, int64_t token_begin, int64_t token_end,
-                   float* out, int64_t row_begin, int64_t row_end);
+    // n tokens of x (rows of w.cols values, x_token_stride apart) into out
+    // ([n, w.rows]), rows [row_begin, row_end).
+    void (*matmul)(const MatrixView& w, const float* x, int64_t x_token_stride, int64_t n, float* out,
+                   int64_t row_begin, int64_t row_end);
     float (*dot)(const float* a, const float* b, int64_t n);
     void (*axpy)(float a, const float* x, float* y, int64_t n);
 };
