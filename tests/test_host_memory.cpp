@@ -29,9 +29,11 @@ TEST(HostMemory, LargeBlocksStartOnAHugePageBoundary) {
     }
 }
 
-TEST(HostMemory, SmallBlocksAreAlignedForVectors) {
-    const std::shared_ptr<uint8_t> block = allocate_zeroed_host(100);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(block.get()) % 16, 0u);
+TEST(HostMemory, SmallBlocksStartOnACacheLine) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{100}, size_t{65536} + 4}) {
+        const std::shared_ptr<uint8_t> block = allocate_zeroed_host(bytes);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(block.get()) % 64, 0u) << bytes;
+    }
 }
 
 TEST(HostMemory, AnImpossibleSizeIsRefusedByName) {

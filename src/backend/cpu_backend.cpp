@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gated_attention.h"
@@ -28,9 +29,10 @@ public:
 
     std::string_view name() const override { return "cpu"; }
 
+    // Zeroed, on a cache line (and on huge pages when large): base/host_memory.h.
     Buffer alloc(size_t count) override {
-        std::shared_ptr<float[]> data(new float[count == 0 ? 1 : count]());
-        return Buffer(std::move(data), count);
+        const std::shared_ptr<uint8_t> bytes = allocate_zeroed_host((count == 0 ? 1 : count) * sizeof(float));
+        return Buffer(std::shared_ptr<float[]>(bytes, reinterpret_cast<float*>(bytes.get())), count);
     }
     void upload(float* dst, const float* host, size_t count) override { std::memcpy(dst, host, count * sizeof(float)); }
     void download(float* host, const float* src, size_t count) override { std::memcpy(host, src, count * sizeof(float)); }

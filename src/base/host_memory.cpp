@@ -13,8 +13,9 @@ namespace duet {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
-// Below this, the allocator's own zeroed memory: a huge page's alignment would waste more than it saves.
+// Below this, the allocator's memory on a cache line: a huge page's alignment would waste more than it saves.
 constexpr size_t kMappedFrom = size_t{1} << 20;
+constexpr size_t kCacheLine = 64;
 
 constexpr size_t kPage = 4096;
 
@@ -41,8 +42,10 @@ uint8_t* map_aligned(size_t bytes, size_t& mapped) {
 
 std::shared_ptr<uint8_t> allocate_zeroed_host(size_t bytes) {
     if (bytes < kMappedFrom) {
-        auto* p = static_cast<uint8_t*>(std::calloc(bytes == 0 ? 1 : bytes, 1));
+        const size_t lines = (bytes + kCacheLine - 1) / kCacheLine;
+        auto* p = static_cast<uint8_t*>(std::aligned_alloc(kCacheLine, (lines == 0 ? 1 : lines) * kCacheLine));
         if (p == nullptr) fail("cannot allocate ", bytes, " bytes of host memory");
+        std::memset(p, 0, bytes);
         return std::shared_ptr<uint8_t>(p, [](uint8_t* q) { std::free(q); });
     }
     size_t mapped = 0;

@@ -1,4 +1,5 @@
-// Zero-filled host memory for weights and other large tensors. A block of a megabyte or more comes
+// Zero-filled host memory for weights, activations and states, on a 64-byte cache line (a product's
+// vector loads then do not straddle two lines: base/aligned_vector.h). A block of a megabyte or more comes
 // straight from the kernel (already zero, so never written twice), starts on a 2 MiB boundary and
 // asks for transparent huge pages: a decode step streams every weight once, and on 4 KiB pages a
 // core's prefetchers stop at every page boundary and each page costs a TLB miss (and a fault when
