@@ -31,7 +31,7 @@ public:
 
     // Zeroed, on a cache line (and on huge pages when large): base/host_memory.h.
     Buffer alloc(size_t count) override {
-        const std::shared_ptr<uint8_t> bytes = allocate_zeroed_host((count == 0 ? 1 : count) * sizeof(float));
+        const std::shared_ptr<uint8_t> bytes = allocate_zeroed_host(count * sizeof(float));
         return Buffer(std::shared_ptr<float[]>(bytes, reinterpret_cast<float*>(bytes.get())), count);
     }
     void upload(float* dst, const float* host, size_t count) override { std::memcpy(dst, host, count * sizeof(float)); }

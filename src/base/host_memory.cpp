@@ -12,12 +12,11 @@ namespace duet {
 
 namespace {
 
+constexpr size_t kPage = 4096;
 constexpr size_t kHugePage = size_t{2} << 20;
 // Below this, the allocator's memory on a cache line: a huge page's alignment would waste more than it saves.
 constexpr size_t kMappedFrom = size_t{1} << 20;
 constexpr size_t kCacheLine = 64;
-
-constexpr size_t kPage = 4096;
 
 // A private anonymous mapping of `bytes` (rounded up to whole pages) that starts on a huge-page
 // boundary: map one huge page more, then give back the unaligned head and the tail. Every whole huge

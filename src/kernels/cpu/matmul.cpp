@@ -1,7 +1,6 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "base/aligned_vector.h"
 #include "base/error.h"

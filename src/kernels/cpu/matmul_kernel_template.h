@@ -106,6 +106,18 @@ void matvec_rows(const Weight* w, int64_t cols, const float* x, float* out, int6
     for (; r < row_end; ++r) dot_tile<Ops, Weight, 1, 1, true>(w + r * cols, x, 0, cols, out + r, 0);
 }
 
+// One tile of Tokens tokens against Rows rows, streaming the rows from memory
+// when `first` (the first tokens to read them) and from cache after.
+template <class Ops, class Weight, int Rows, int Tokens>
+inline void token_tile(bool first, const Weight* w, const float* x, int64_t x_token_stride, int64_t cols, float* out,
+                       int64_t out_token_stride) {
+    if (first) {
+        dot_tile<Ops, Weight, Rows, Tokens, true>(w, x, x_token_stride, cols, out, out_token_stride);
+    } else {
+        dot_tile<Ops, Weight, Rows, Tokens>(w, x, x_token_stride, cols, out, out_token_stride);
+    }
+}
+
 // Tokens [0, n) against Rows rows, kTileTokens at a time, the weights widened
 // in registers: the first group streams the rows from memory, the later ones
 // find them in cache (4 bf16 rows of a few thousand columns fit in L1, where
@@ -116,30 +128,14 @@ void rows_times_tokens(const Weight* w, int64_t cols, const float* x, int64_t x_
                        int64_t out_token_stride) {
     int64_t t = 0;
     for (; t + kTileTokens <= n; t += kTileTokens) {
-        const float* xt = x + t * x_token_stride;
-        float* ot = out + t * out_token_stride;
-        if (t == 0) {
-            dot_tile<Ops, Weight, Rows, kTileTokens, true>(w, xt, x_token_stride, cols, ot, out_token_stride);
-        } else {
-            dot_tile<Ops, Weight, Rows, kTileTokens>(w, xt, x_token_stride, cols, ot, out_token_stride);
-        }
+        token_tile<Ops, Weight, Rows, kTileTokens>(t == 0, w, x + t * x_token_stride, x_token_stride, cols,
+                                                   out + t * out_token_stride, out_token_stride);
     }
     static_assert(kTileTokens == 3, "the tail below takes one or two tokens");
     const float* xt = x + t * x_token_stride;
     float* ot = out + t * out_token_stride;
-    if (n - t == 2) {
-        if (t == 0) {
-            dot_tile<Ops, Weight, Rows, 2, true>(w, xt, x_token_stride, cols, ot, out_token_stride);
-        } else {
-            dot_tile<Ops, Weight, Rows, 2>(w, xt, x_token_stride, cols, ot, out_token_stride);
-        }
-    } else if (n - t == 1) {
-        if (t == 0) {
-            dot_tile<Ops, Weight, Rows, 1, true>(w, xt, x_token_stride, cols, ot, out_token_stride);
-        } else {
-            dot_tile<Ops, Weight, Rows, 1>(w, xt, x_token_stride, cols, ot, out_token_stride);
-        }
-    }
+    if (n - t == 2) token_tile<Ops, Weight, Rows, 2>(t == 0, w, xt, x_token_stride, cols, ot, out_token_stride);
+    if (n - t == 1) token_tile<Ops, Weight, Rows, 1>(t == 0, w, xt, x_token_stride, cols, ot, out_token_stride);
 }
 
 // n tokens (x rows x_token_stride apart) against rows [row_begin, row_end), kTileRows
