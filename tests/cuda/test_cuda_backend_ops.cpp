@@ -231,8 +231,8 @@ TEST_F(CudaBackendOps, SwigluOfANormedInput) {
 }
 
 // One token runs norm, product and residual add as one kernel; more tokens run them one by one.
-// Rows of 33 groups take 8 lanes, rows of 128 and 256 a whole warp; rows longer than one round of
-// four loads a lane take eight in a launch of one wave (70 rows) and four in one of several (4000).
+// Rows of 33 groups take 8 lanes, rows of 128 and 256 a whole warp; rows of several rounds of loads
+// in a launch of one wave (70 rows) and of several (4000).
 TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
     struct Shape {
         int64_t rows, cols;

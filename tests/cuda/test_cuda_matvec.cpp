@@ -84,9 +84,8 @@ std::vector<float> run_on_device(const Problem& p, int64_t offset = 0) {
 
 class CudaMatvec : public testing::DeviceTest {};
 
-// Rows of 8, 16 and 32 lanes in one round of loads and in several; launches of one wave, whose long
-// rows take eight loads a lane ({50, 400}, {100, 1000}, {1000, 4096}), and of several, which keep
-// four ({16384, 1032}: 4096 blocks, more than any device holds at six an SM).
+// Rows of 8, 16 and 32 lanes in one round of loads and in several; launches of one wave ({50, 400},
+// {100, 1000}, {1000, 4096}) and of several ({16384, 1032}: 4096 blocks).
 TEST_F(CudaMatvec, MatchesCpuReference) {
     const int64_t shapes[][2] = {{1, 1},      {3, 7},      {17, 8},      {64, 100},    {50, 400},
                                  {100, 1000}, {1000, 4096}, {4099, 2056}, {16384, 1032}};

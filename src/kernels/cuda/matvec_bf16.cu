@@ -13,7 +13,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/norm_ahead.cuh"
-#include "kernels/cuda/occupancy.h"
 
 namespace duet::cuda {
 
@@ -21,27 +20,11 @@ namespace {
 
 // Launch shape, chosen by measurement on an H200 (rows × cols from 2688 × 1856
 // to 131072 × 2688): small blocks, 8 resident per SM, each lane with four
-// 16-byte loads in flight (eight in launches of one wave, below). Larger blocks
-// leave a bigger partial last wave; more residency forces the registers below
-// 64 and costs more than it gains.
+// 16-byte loads in flight. Larger blocks leave a bigger partial last wave;
+// more residency forces the registers below 64 and costs more than it gains.
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 constexpr int kMinBlocksPerSm = 8;
-
-// A launch whose blocks all fit on the device at once (one wave) has no later blocks to hide its
-// rounds of loads behind: a row longer than one round of four loads a lane waits out the memory's
-// latency once a round, with few bytes in flight. So it is for a Mamba-2 or DeltaNet out-projection
-// (2048 or 2688 rows of 4096 values: 512-672 blocks, four rounds), an attention output and the
-// tower's down products. Such launches take eight loads a lane (half the rounds; the first of them
-// requested before the wait), held to six blocks an SM (80 registers) so the wave still holds them
-// all. Launches of several waves keep four: more registers there leave fewer blocks resident
-// (measured slower on Drama 3's 2048-wide rows).
-constexpr int kLongRowLoads = 8;
-constexpr int kLongRowMinBlocksPerSm = 6;
-template <int kLoads>
-constexpr int min_blocks_per_sm() {
-    return kLoads > 4 ? kLongRowMinBlocksPerSm : kMinBlocksPerSm;
-}
 
 // The product kernels take their arguments as one struct, and find their row as the block's first row
 // plus the thread's row within the block. Measured on an H200 against separate parameters and a row
@@ -66,13 +49,13 @@ struct Vec8Launch {
     NormAhead ahead;
 };
 
-template <bool kNorm, bool kAdd, bool kAhead, int kLanes, int kLoads>
-__global__ void __launch_bounds__(kThreadsPerBlock, min_blocks_per_sm<kLoads>()) matvec_bf16_vec8_kernel(Vec8Launch a) {
+template <bool kNorm, bool kAdd, bool kAhead, int kLanes>
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_vec8_kernel(Vec8Launch a) {
     static_assert(kAdd || !kAhead, "only a product added to a stream prepares its next norm");
     const int64_t row = block_row<kLanes>(blockIdx.x);
     const bool active = row < a.rows;
     const bool owner = active && threadIdx.x % kLanes == 0;
-    RowDot<kLanes, kLoads> dot;
+    RowDot<kLanes> dot;
     dot.start(a.w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
     const float ahead_weight = kAhead && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     wait_for_inputs();
@@ -81,24 +64,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock, min_blocks_per_sm<kLoads>())
     if (kNorm) {
         NormedInput input{a.x, a.norm_weight};
         sum = dot.finish(input);
-        sum *= rsqrtf(RowDot<kLanes, kLoads>::group_sum(input.squares) / float(a.chunks * 8) + a.eps);
+        sum *= rsqrtf(RowDot<kLanes>::group_sum(input.squares) / float(a.chunks * 8) + a.eps);
     } else {
         sum = dot.finish(PlainInput{a.x});
     }
     const float value = owner && kAdd ? a.y[row] + sum : sum;
     if (owner) a.y[row] = value;
     if (kAhead) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
-}
-
-// The vec8 kernel for a launch's norm, residual add and prepared norm.
-template <int kLanes, int kLoads>
-auto vec8_kernel(bool norm, bool add, bool ahead) {
-    return ahead ? (norm ? matvec_bf16_vec8_kernel<true, true, true, kLanes, kLoads>
-                         : matvec_bf16_vec8_kernel<false, true, true, kLanes, kLoads>)
-           : norm ? (add ? matvec_bf16_vec8_kernel<true, true, false, kLanes, kLoads>
-                         : matvec_bf16_vec8_kernel<true, false, false, kLanes, kLoads>)
-                  : (add ? matvec_bf16_vec8_kernel<false, true, false, kLanes, kLoads>
-                         : matvec_bf16_vec8_kernel<false, false, false, kLanes, kLoads>);
 }
 
 template <int kLanes>
@@ -109,11 +81,12 @@ void launch_vec8(const uint4* w, const float4* x, const float4* norm_weight, flo
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16: ", rows, " rows exceed the grid limit");
     const bool norm = norm_weight != nullptr;
     require(add || !ahead.on(), "matvec_bf16: a norm is prepared only by a product added to its stream");
-    auto* kernel = vec8_kernel<kLanes, 4>(norm, add, ahead.on());
-    if (chunks > 4 * kLanes) {
-        auto* long_rows = vec8_kernel<kLanes, kLongRowLoads>(norm, add, ahead.on());
-        if (blocks <= resident_blocks(long_rows, kThreadsPerBlock)) kernel = long_rows;
-    }
+    auto* kernel = ahead.on() ? (norm ? matvec_bf16_vec8_kernel<true, true, true, kLanes>
+                                      : matvec_bf16_vec8_kernel<false, true, true, kLanes>)
+                   : norm     ? (add ? matvec_bf16_vec8_kernel<true, true, false, kLanes>
+                                     : matvec_bf16_vec8_kernel<true, false, false, kLanes>)
+                              : (add ? matvec_bf16_vec8_kernel<false, true, false, kLanes>
+                                     : matvec_bf16_vec8_kernel<false, false, false, kLanes>);
     launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock), 0, stream,
                  "matvec_bf16_vec8_kernel", Vec8Launch{w, x, norm_weight, y, rows, chunks, eps, ahead});
 }
