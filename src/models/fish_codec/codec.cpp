@@ -14,8 +14,10 @@ namespace duet::fish_codec {
 namespace {
 
 // Whole decodes run as a stream in chunks of this many frames, which bounds the activations' memory
-// (the result is the same: chunked and whole decoding agree to the bit).
-constexpr int64_t kDecodeChunkFrames = 32;
+// (the result is the same: chunked and whole decoding agree to the bit). Measured on two cores with
+// the real codec: chunks of 8 frames decode about twice as fast as chunks of 32, whose last blocks'
+// activations (tens of MB each) come fresh from the kernel on every call and fault in page by page.
+constexpr int64_t kDecodeChunkFrames = 8;
 
 void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, float* z, ThreadPool* pool) {
     const int64_t steps = static_cast<int64_t>(codes.size());
