@@ -4,7 +4,8 @@
 # the first binary of a round rotating, so that the builds share the card, its clocks and the
 # measured copy bandwidth. One JSON line a run in OUT/ab.jsonl, then a table (scripts/bench_table.py).
 # Usage: scripts/ab_prebuilt.sh OUT ROUNDS BIN...  (BIN: a path, absolute or from /work/main, e.g.
-# build/duet or $REPO/.gpubin/duet-variant)
+# build/duet or $REPO/.gpubin/duet-variant; or NAME=VALUE@PATH, that binary with a switch of the
+# environment set, e.g. DUET_CUDA_EXPERT_GRID=resident@build/duet)
 set -uo pipefail
 out=${1:?out dir}
 rounds=${2:?rounds}
@@ -15,12 +16,16 @@ bins=("$@")
 n=${#bins[@]}
 for ((r = 0; r < rounds; ++r)); do
   for ((k = 0; k < n; ++k)); do
-    exe=${bins[$(((k + r) % n))]}
+    bin=${bins[$(((k + r) % n))]}
+    setting=
+    exe=$bin
+    if [[ $bin == *@* ]]; then setting=${bin%%@*}; exe=${bin#*@}; fi
+    label=$(basename "$exe")${setting:+ $setting}
     for spec in "nemotron_h nano" "drama3 a3b"; do
       read -r arch preset <<< "$spec"
-      line=$(timeout 120 "$exe" bench --device cuda --arch "$arch" --preset "$preset" --random-weights \
+      line=$(timeout 120 env $setting "$exe" bench --device cuda --arch "$arch" --preset "$preset" --random-weights \
         2>> "$out/ab_stderr.txt")
-      [ -n "$line" ] && echo "{\"variant\": \"$(basename "$exe") r$r\", \"result\": $line}" >> "$out/ab.jsonl"
+      [ -n "$line" ] && echo "{\"variant\": \"$label r$r\", \"result\": $line}" >> "$out/ab.jsonl"
     done
   done
 done
