@@ -1,5 +1,6 @@
 // The Fish codec against fish-speech's own outputs on the tiny random-weight fixture, loaded from
-// both codec.pth and codec.safetensors; and streaming decode against whole decode.
+// both codec.pth and codec.safetensors; and streaming decode against whole decode, encodes in chunks
+// against encoding at once.
 #include <random>
 
 #include "models/fish_codec/codec.h"
@@ -100,6 +101,29 @@ TEST(FishCodecStreaming, ChunkingsEqualWholeDecode) {
         EXPECT_LE(testing::max_abs_difference(streamed, whole), 1e-5)
             << "chunks of " << ::testing::PrintToString(sizes);
     }
+}
+
+// Encoding runs as a stream of chunks; the codes do not depend on their size. 40 frames of noise
+// (the fixture's input repeated with random changes), so chunks cross the attention windows.
+TEST(FishCodecStreaming, EncodeChunkingsGiveTheSameCodes) {
+    const Expected expected;
+    const FishCodec& codec = codec_from("codec.safetensors");
+    const std::vector<float> input = read_f32(expected.get("encode_input"));
+    ASSERT_FALSE(input.empty());
+    const int64_t frames = 40;
+    std::vector<float> audio(static_cast<size_t>(frames * codec.samples_per_frame()));
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> noise(-0.05f, 0.05f);
+    for (size_t i = 0; i < audio.size(); ++i) audio[i] = input[i % input.size()] * 0.8f + noise(rng);
+    ThreadPool pool(2);
+    const std::vector<int32_t> whole = codec.encode(audio, &pool, frames);
+    ASSERT_EQ(whole.size(), static_cast<size_t>(codec.codebooks() * frames));
+    for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{16}}) {
+        EXPECT_EQ(codec.encode(audio, &pool, chunk), whole) << "chunks of " << chunk << " frames";
+    }
+    // A clip that ends inside its last frame is padded with zeros, in any chunking.
+    const std::span<const float> ragged(audio.data(), audio.size() - 1000);
+    EXPECT_EQ(codec.encode(ragged, &pool, 3), codec.encode(ragged, &pool, frames));
 }
 
 }  // namespace

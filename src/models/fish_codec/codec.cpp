@@ -13,11 +13,12 @@ namespace duet::fish_codec {
 
 namespace {
 
-// Whole decodes run as a stream in chunks of this many frames, which bounds the activations' memory
-// (the result is the same: chunked and whole decoding agree to the bit). Measured on two cores with
-// the real codec: chunks of 8 frames decode about twice as fast as chunks of 32, whose last blocks'
-// activations (tens of MB each) come fresh from the kernel on every call and fault in page by page.
-constexpr int64_t kDecodeChunkFrames = 8;
+// Whole decodes and encodes run as streams in chunks of this many frames, which bounds the
+// activations' memory (the result is the same: chunked and whole runs agree to the bit). Measured on
+// two cores with the real codec: chunks of 8 frames decode about twice as fast as chunks of 32, whose
+// last blocks' activations (tens of MB each) come fresh from the kernel on every call and fault in
+// page by page.
+constexpr int64_t kCodecChunkFrames = 8;
 
 void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, float* z, ThreadPool* pool) {
     const int64_t steps = static_cast<int64_t>(codes.size());
@@ -73,6 +74,57 @@ std::vector<int32_t> quantize(const Codebook& cb, std::vector<float>& latent, in
     return codes;
 }
 
+// Every causal layer's past while encoding, so that audio encoded in chunks of whole frames gives
+// the codes of encoding it at once (to the bit, as for decoding).
+struct EncoderStates {
+    ConvState in, out;
+    std::vector<std::array<ResidualUnitState, 3>> units;
+    std::vector<ConvState> block_downsample;
+    std::vector<TransformerState> block_transformer;
+    std::vector<ConvState> down;
+    std::vector<ConvNeXtState> down_blocks;
+    TransformerState pre;
+
+    explicit EncoderStates(const Weights& w)
+        : in(new_state(w.encoder_in)), out(new_state(w.encoder_out)), pre(new_state(w.pre_module)) {
+        for (const EncoderBlock& block : w.encoder_blocks) {
+            units.push_back({new_state(block.units[0]), new_state(block.units[1]), new_state(block.units[2])});
+            block_downsample.push_back(new_state(block.downsample));
+            block_transformer.push_back(block.has_transformer ? new_state(block.transformer) : TransformerState{});
+        }
+        for (const Resample& r : w.downsample) {
+            down.push_back(new_state(r.down));
+            down_blocks.push_back(new_state(r.block));
+        }
+    }
+};
+
+// The latent ([frames, latent width], before quantisation) of `steps` samples, a whole number of frames.
+std::vector<float> encode_latent(const Weights& w, EncoderStates& s, const float* samples, int64_t steps,
+                                 ThreadPool* pool) {
+    std::vector<float> x(samples, samples + steps);
+    auto run_conv = [&](const Conv& conv, ConvState& state) {
+        x = causal_conv(conv, state, x.data(), steps, pool);
+        steps /= conv.stride;
+    };
+    run_conv(w.encoder_in, s.in);
+    for (size_t b = 0; b < w.encoder_blocks.size(); ++b) {
+        const EncoderBlock& block = w.encoder_blocks[b];
+        for (size_t u = 0; u < 3; ++u) residual_unit(block.units[u], s.units[b][u], x, steps, pool);
+        snake(block.snake, x.data(), steps, pool);
+        run_conv(block.downsample, s.block_downsample[b]);
+        if (block.has_transformer) transformer(block.transformer, s.block_transformer[b], x, steps, pool);
+    }
+    snake(w.encoder_snake, x.data(), steps, pool);
+    run_conv(w.encoder_out, s.out);
+    for (size_t i = 0; i < w.downsample.size(); ++i) {
+        run_conv(w.downsample[i].down, s.down[i]);
+        convnext(w.downsample[i].block, s.down_blocks[i], x, steps, pool);
+    }
+    transformer(w.pre_module, s.pre, x, steps, pool);
+    return x;
+}
+
 FishCodec load_file(const std::string& file, const Config& config) {
     if (file.ends_with(".pth") || file.ends_with(".pt") || file.ends_with(".ckpt")) {
         auto ckpt = std::make_shared<TorchCheckpoint>(TorchCheckpoint::open(file));
@@ -118,8 +170,8 @@ std::vector<float> FishCodec::decode(std::span<const int32_t> codes, int64_t fra
     StreamingDecoder stream(*this, pool);
     std::vector<float> audio;
     audio.reserve(static_cast<size_t>(frames * samples_per_frame()));
-    for (int64_t f = 0; f < frames; f += kDecodeChunkFrames) {
-        const int64_t n = std::min(kDecodeChunkFrames, frames - f);
+    for (int64_t f = 0; f < frames; f += kCodecChunkFrames) {
+        const int64_t n = std::min(kCodecChunkFrames, frames - f);
         const std::vector<float> part = stream.push(std::span(frame_major).subspan(
             static_cast<size_t>(f * codebooks()), static_cast<size_t>(n * codebooks())));
         audio.insert(audio.end(), part.begin(), part.end());
@@ -127,51 +179,30 @@ std::vector<float> FishCodec::decode(std::span<const int32_t> codes, int64_t fra
     return audio;
 }
 
-std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPool* pool) const {
+std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPool* pool, int64_t chunk_frames) const {
+    require(chunk_frames >= 0, "codec encode: chunks of ", chunk_frames, " frames");
+    const int64_t chunk = chunk_frames > 0 ? chunk_frames : kCodecChunkFrames;
     const Weights& w = *weights_;
     const int64_t per_frame = samples_per_frame();
     const int64_t frames = (static_cast<int64_t>(samples.size()) + per_frame - 1) / per_frame;
-    int64_t steps = frames * per_frame;
-    std::vector<float> x(static_cast<size_t>(steps), 0.0f);
-    std::copy(samples.begin(), samples.end(), x.begin());
     if (frames == 0) return {};
+    std::vector<float> padded(static_cast<size_t>(frames * per_frame), 0.0f);
+    std::copy(samples.begin(), samples.end(), padded.begin());
 
-    auto run_conv = [&](const Conv& conv, std::vector<float>& v) {
-        ConvState state = new_state(conv);
-        v = causal_conv(conv, state, v.data(), steps, pool);
-        steps /= conv.stride;
-    };
-    run_conv(w.encoder_in, x);
-    for (const EncoderBlock& block : w.encoder_blocks) {
-        for (const ResidualUnit& unit : block.units) {
-            ResidualUnitState state = new_state(unit);
-            residual_unit(unit, state, x, steps, pool);
-        }
-        snake(block.snake, x.data(), steps, pool);
-        run_conv(block.downsample, x);
-        if (block.has_transformer) {
-            TransformerState state = new_state(block.transformer);
-            transformer(block.transformer, state, x, steps, pool);
-        }
-    }
-    snake(w.encoder_snake, x.data(), steps, pool);
-    run_conv(w.encoder_out, x);
-    for (const Resample& r : w.downsample) {
-        run_conv(r.down, x);
-        ConvNeXtState state = new_state(r.block);
-        convnext(r.block, state, x, steps, pool);
-    }
-    TransformerState pre_state = new_state(w.pre_module);
-    transformer(w.pre_module, pre_state, x, steps, pool);
-    require(steps == frames, "codec encode: internal frame count mismatch");
-
-    std::vector<int32_t> codes;
-    codes.reserve(static_cast<size_t>(codebooks() * frames));
-    // The semantic code, then residual codes of what it leaves.
-    for (const std::vector<Codebook>* books : {&w.semantic, &w.residual}) {
-        for (const Codebook& cb : *books) {
-            const std::vector<int32_t> row = quantize(cb, x, steps, pool);
-            codes.insert(codes.end(), row.begin(), row.end());
+    EncoderStates states(w);
+    std::vector<int32_t> codes(static_cast<size_t>(codebooks() * frames));
+    for (int64_t f = 0; f < frames; f += chunk) {
+        const int64_t n = std::min(chunk, frames - f);
+        std::vector<float> latent = encode_latent(w, states, padded.data() + f * per_frame, n * per_frame, pool);
+        require(static_cast<int64_t>(latent.size()) == n * config_->latent_dim, "codec encode: internal frame count mismatch");
+        // The semantic code, then residual codes of what it leaves.
+        int64_t book = 0;
+        for (const std::vector<Codebook>* books : {&w.semantic, &w.residual}) {
+            for (const Codebook& cb : *books) {
+                const std::vector<int32_t> row = quantize(cb, latent, n, pool);
+                std::copy(row.begin(), row.end(), codes.begin() + book * frames + f);
+                ++book;
+            }
         }
     }
     return codes;

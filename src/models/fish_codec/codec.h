@@ -46,7 +46,9 @@ public:
     std::vector<float> decode(std::span<const int32_t> codes, int64_t frames, ThreadPool* pool) const;
 
     // Mono samples at sample_rate(), padded with zeros to whole frames. Returns [codebooks(), frames].
-    std::vector<int32_t> encode(std::span<const float> samples, ThreadPool* pool) const;
+    // Runs as a stream in chunks of `chunk_frames` frames (0: the default), each layer keeping its
+    // causal past: the codes do not depend on the chunk.
+    std::vector<int32_t> encode(std::span<const float> samples, ThreadPool* pool, int64_t chunk_frames = 0) const;
 
 private:
     friend class StreamingDecoder;
