@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include "base/error.h"
 #include "io/safetensors.h"
@@ -99,10 +100,9 @@ struct EncoderStates {
     }
 };
 
-// The latent ([frames, latent width], before quantisation) of `steps` samples, a whole number of frames.
-std::vector<float> encode_latent(const Weights& w, EncoderStates& s, const float* samples, int64_t steps,
-                                 ThreadPool* pool) {
-    std::vector<float> x(samples, samples + steps);
+// The latent ([frames, latent width], before quantisation) of samples `x`, a whole number of frames.
+std::vector<float> encode_latent(const Weights& w, EncoderStates& s, std::vector<float> x, ThreadPool* pool) {
+    int64_t steps = static_cast<int64_t>(x.size());
     auto run_conv = [&](const Conv& conv, ConvState& state) {
         x = causal_conv(conv, state, x.data(), steps, pool);
         steps /= conv.stride;
@@ -186,14 +186,16 @@ std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPoo
     const int64_t per_frame = samples_per_frame();
     const int64_t frames = (static_cast<int64_t>(samples.size()) + per_frame - 1) / per_frame;
     if (frames == 0) return {};
-    std::vector<float> padded(static_cast<size_t>(frames * per_frame), 0.0f);
-    std::copy(samples.begin(), samples.end(), padded.begin());
 
     EncoderStates states(w);
     std::vector<int32_t> codes(static_cast<size_t>(codebooks() * frames));
     for (int64_t f = 0; f < frames; f += chunk) {
         const int64_t n = std::min(chunk, frames - f);
-        std::vector<float> latent = encode_latent(w, states, padded.data() + f * per_frame, n * per_frame, pool);
+        // The chunk's samples, the last chunk padded with zeros to whole frames.
+        std::vector<float> chunk_samples(static_cast<size_t>(n * per_frame), 0.0f);
+        const std::span<const float> rest = samples.subspan(static_cast<size_t>(f * per_frame));
+        std::copy_n(rest.begin(), std::min(rest.size(), chunk_samples.size()), chunk_samples.begin());
+        std::vector<float> latent = encode_latent(w, states, std::move(chunk_samples), pool);
         require(static_cast<int64_t>(latent.size()) == n * config_->latent_dim, "codec encode: internal frame count mismatch");
         // The semantic code, then residual codes of what it leaves.
         int64_t book = 0;
