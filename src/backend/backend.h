@@ -374,6 +374,13 @@ public:
     // backend's memory) when the op runs, when given: how a recorded step appends to a cache.
     virtual void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows,
                             int64_t n) = 0;
+    // An attention step's new keys and values [n, width] into rows [first, first + n) of their caches,
+    // as two store_rows: one op, so that a backend may store both in one launch.
+    virtual void store_key_value_rows(float* key_cache, float* value_cache, int64_t width, int64_t first,
+                                      const int32_t* first_at, const float* keys, const float* values, int64_t n) {
+        store_rows(key_cache, width, first, first_at, keys, n);
+        store_rows(value_cache, width, first, first_at, values, n);
+    }
     // out[r] = sample_index(logits row r of `count`, params, draw r) for r < rows (sample/sampler.h).
     virtual void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
                         const DrawCounter& draws, int32_t* out) = 0;
@@ -442,8 +449,8 @@ public:
     virtual void prepare_attention_rows(const AttentionRowsArgs& a) {
         head_rmsnorm_rope(a.queries);
         head_rmsnorm_rope(a.keys);
-        store_rows(a.key_cache, a.kv_width, a.keys.pos, a.keys.position, a.keys.out, a.keys.n);
-        store_rows(a.value_cache, a.kv_width, a.keys.pos, a.keys.position, a.values, a.keys.n);
+        store_key_value_rows(a.key_cache, a.value_cache, a.kv_width, a.keys.pos, a.keys.position, a.keys.out,
+                             a.values, a.keys.n);
     }
     // Each of the `heads` contiguous heads of y[t] RMS-normalised and scaled by weight [head_dim],
     // then multiplied by silu(z[t]); z[t] at z + t * z_stride. (Norm before gate, unlike

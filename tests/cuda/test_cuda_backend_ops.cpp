@@ -350,6 +350,16 @@ TEST_F(CudaBackendOps, GatheredEmbeddingsRowStoresAndCounters) {
                     b.add_to_int(ints + 1, -2);
                 },
                 0.0, "row stores and counters");
+    // Keys and values in one op, the first row from the device and from the host.
+    expect_same({as_float_bits({3}), random_values(rng_, 2 * width), random_values(rng_, 2 * width),
+                 random_values(rng_, capacity * width), random_values(rng_, capacity * width)},
+                {3, 4},
+                [&](Backend& b, std::vector<float*> p) {
+                    const auto* at = reinterpret_cast<const int32_t*>(p[0]);
+                    b.store_key_value_rows(p[3], p[4], width, 0, at, p[1], p[2], 2);  // rows 3 and 4
+                    b.store_key_value_rows(p[3], p[4], width, 7, nullptr, p[2], p[1], 1);
+                },
+                0.0, "key and value row stores");
 }
 
 // A frame started from random choices, EOS among them, over frames of random widths (some wider

@@ -233,6 +233,11 @@ public:
         Timed timed(*this, "store_rows");
         cuda::store_rows(table, width, first, first_at, rows, n, stream_);
     }
+    void store_key_value_rows(float* key_cache, float* value_cache, int64_t width, int64_t first,
+                              const int32_t* first_at, const float* keys, const float* values, int64_t n) override {
+        Timed timed(*this, "store_key_value_rows");
+        cuda::store_key_value_rows(key_cache, value_cache, width, first, first_at, keys, values, n, stream_);
+    }
     void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params,
                 const DrawCounter& draws, int32_t* out) override {
         Timed timed(*this, "sample");

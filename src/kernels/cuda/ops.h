@@ -32,6 +32,9 @@ void gather_embeddings(const void* table, WeightType type, int64_t cols, const E
 // Backend::store_rows.
 void store_rows(float* table, int64_t width, int64_t first, const int32_t* first_at, const float* rows, int64_t n,
                 cudaStream_t stream);
+// Backend::store_key_value_rows: both caches' rows in one launch.
+void store_key_value_rows(float* key_cache, float* value_cache, int64_t width, int64_t first, const int32_t* first_at,
+                          const float* keys, const float* values, int64_t n, cudaStream_t stream);
 // *x += by on the device.
 void add_to_int(int32_t* x, int32_t by, cudaStream_t stream);
 // *slot = the device's nanosecond clock, once the work before it on `stream` has finished.

@@ -56,12 +56,20 @@ __global__ void gather_embeddings_kernel(const void* table, WeightType type, int
     out[i] = sum * (row_scale != nullptr ? row_scale[t] : g.scale);
 }
 
-__global__ void store_rows_kernel(float* table, int64_t width, int64_t first, const int32_t* first_at,
-                                  const float* rows, int64_t count) {
+// `count` values of `rows` into `table` from row *first_at (or `first`) on; with a second table, the
+// threads past the first count store `second_rows` into it the same way (a cache's keys and values
+// in one launch).
+__global__ void store_rows_kernel(float* table, float* second, int64_t width, int64_t first, const int32_t* first_at,
+                                  const float* rows, const float* second_rows, int64_t count) {
     wait_for_inputs();
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= count) return;
     const int64_t row0 = first_at != nullptr ? *first_at : first;
+    int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= count) {
+        i -= count;
+        if (second == nullptr || i >= count) return;
+        table = second;
+        rows = second_rows;
+    }
     table[row0 * width + i] = rows[i];
 }
 
@@ -159,7 +167,14 @@ void store_rows(float* table, int64_t width, int64_t first, const int32_t* first
                 cudaStream_t stream) {
     if (n * width == 0) return;
     launch_early(store_rows_kernel, dim3(blocks_for(n * width)), dim3(kThreads), 0, stream, "store_rows_kernel", table,
-                 width, first, first_at, rows, n * width);
+                 nullptr, width, first, first_at, rows, nullptr, n * width);
+}
+
+void store_key_value_rows(float* key_cache, float* value_cache, int64_t width, int64_t first, const int32_t* first_at,
+                          const float* keys, const float* values, int64_t n, cudaStream_t stream) {
+    if (n * width == 0) return;
+    launch_early(store_rows_kernel, dim3(blocks_for(2 * n * width)), dim3(kThreads), 0, stream, "store_rows_kernel",
+                 key_cache, value_cache, width, first, first_at, keys, values, n * width);
 }
 
 void add_to_int(int32_t* x, int32_t by, cudaStream_t stream) {

@@ -125,8 +125,7 @@ void attention_mixer(const Config& c, Backend& b, const AttentionWeights& w, flo
     const int64_t n = xn.tokens(), kv_width = c.kv_heads * c.head_dim;
     xn.products({{w.q, sc.projected.data()}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
     b.mark("attention: norm, qkv", Backend::MarkLevel::Op);
-    b.store_rows(keys, kv_width, at.pos, at.at, sc.new_keys.data(), n);
-    b.store_rows(values, kv_width, at.pos, at.at, sc.new_values.data(), n);
+    b.store_key_value_rows(keys, values, kv_width, at.pos, at.at, sc.new_keys.data(), sc.new_values.data(), n);
     b.mark("attention: cache rows", Backend::MarkLevel::Op);
     AttentionArgs a;
     a.n = n;
