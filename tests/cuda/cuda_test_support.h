@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/cuda/cuda_device.h"
 
@@ -27,31 +25,6 @@ protected:
         const cudaError_t pending = cudaGetLastError();
         EXPECT_EQ(pending, cudaSuccess) << "CUDA error left unread: " << cudaGetErrorString(pending);
     }
-};
-
-// An environment variable set for a scope (the switches the kernels read at each launch), then
-// restored to what it was.
-class ScopedEnvironment {
-public:
-    ScopedEnvironment(const char* name, const char* value) : name_(name) {
-        const char* before = std::getenv(name);
-        had_ = before != nullptr;
-        if (had_) before_ = before;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnvironment() {
-        if (had_) {
-            setenv(name_.c_str(), before_.c_str(), 1);
-        } else {
-            unsetenv(name_.c_str());
-        }
-    }
-    ScopedEnvironment(const ScopedEnvironment&) = delete;
-    ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
-private:
-    std::string name_, before_;
-    bool had_ = false;
 };
 
 }  // namespace duet::cuda::testing

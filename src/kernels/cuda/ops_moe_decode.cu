@@ -4,8 +4,6 @@
 // once; splitting the layer into more kernels costs a kernel's fixed start and drain each time,
 // which at decode sizes is as long as reading the shared expert itself.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 
 #include "kernels/cuda/alignment.h"
@@ -13,7 +11,6 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
 #include "kernels/cuda/norm_ahead.cuh"
-#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -49,58 +46,50 @@ __device__ __forceinline__ FirstBlock first_block(const ExpertFirstArgs& a, cons
             a.routed_out + slot * a.routed_rows};
 }
 
-// A block's rows of relu²(first · x), or of silu(first · x) · (second · x), for the layout's blocks
-// blockIdx.x, + gridDim.x, ... of `blocks` in turn (one each, unless the grid is held to the device's
-// slots: expert_grid).
+// A block's rows of relu²(first · x), or of silu(first · x) · (second · x).
 template <bool kSwiglu, int kLanes, int kLoads>
-__global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs a, FirstGrid g, int64_t blocks) {
-    for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
-        const FirstBlock s = first_block(a, g, block);
-        const int64_t row = (s.row_block * kThreads + threadIdx.x) / kLanes;
-        const bool active = row < s.rows;
-        const int64_t offset = (active ? row : 0) * a.chunks, count = active ? a.chunks : 0;
-        RowDot<kLanes, kLoads> first, second;
-        int expert = a.shared_index;
-        if (s.shared) {
-            // The shared expert's weights need nothing from earlier kernels: request them first.
-            first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
-            if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
-            wait_for_inputs();
-        } else {
-            wait_for_inputs();  // the expert is chosen by the kernel before
-            expert = a.expert_of[s.slot];
-            first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
-            if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
-        }
-        // The down launch may start once every block is on its last: its blocks look up the routing
-        // and request their first rows while this launch streams (see expert_down_kernel).
-        if (block + gridDim.x >= blocks) allow_next_kernel();
-        const PlainInput input{reinterpret_cast<const float4*>(a.x + s.token * a.chunks * 8)};
-        float value = first.finish(input);
-        if (kSwiglu) {
-            value = silu(value) * second.finish(input);
-        } else {
-            value = fmaxf(value, 0.0f);
-            value *= value;
-        }
-        if (active && threadIdx.x % kLanes == 0) s.out[row] = value;
+__global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs a, FirstGrid g) {
+    const FirstBlock s = first_block(a, g, blockIdx.x);
+    const int64_t row = (s.row_block * kThreads + threadIdx.x) / kLanes;
+    const bool active = row < s.rows;
+    const int64_t offset = (active ? row : 0) * a.chunks, count = active ? a.chunks : 0;
+    RowDot<kLanes, kLoads> first, second;
+    int expert = a.shared_index;
+    if (s.shared) {
+        // The shared expert's weights need nothing from earlier kernels: request them first.
+        first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
+        if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
+        wait_for_inputs();
+    } else {
+        wait_for_inputs();  // the expert is chosen by the kernel before
+        expert = a.expert_of[s.slot];
+        first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
+        if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
     }
+    // The down launch may start now: its blocks look up the routing and request their first rows
+    // while this launch streams (see expert_down_kernel).
+    allow_next_kernel();
+    const PlainInput input{reinterpret_cast<const float4*>(a.x + s.token * a.chunks * 8)};
+    float value = first.finish(input);
+    if (kSwiglu) {
+        value = silu(value) * second.finish(input);
+    } else {
+        value = fmaxf(value, 0.0f);
+        value *= value;
+    }
+    if (active && threadIdx.x % kLanes == 0) s.out[row] = value;
 }
 
 // Most sources a row of the down launch sums: the chosen experts and the shared one.
 constexpr int kMaxDownSources = 65;
 
-// Block (row blocks, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
-// shared mid), for the kWarpSize / kLanes rows a warp covers, over row blocks blockIdx.x, + gridDim.x,
-// ... of `row_blocks`. The block first looks up every source's matrix and weight once into shared
-// memory, so that a lane's reads of a source's row wait on no other load. Its kSourceWarps warps
-// share out the sources (their sums added through shared memory at the end), each reading a row in
-// one round of kLoads loads a lane where it is short enough, kBatch sources at a time: so the loads
-// of all of a row's sources go out together, rather than in rounds that each wait out the memory's
-// latency.
-//
-// Where the grid is held to the device's slots (expert_grid), a block takes several row blocks in
-// turn, the look-ups paid once.
+// Block (row block, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
+// shared mid), for the kWarpSize / kLanes rows a warp covers. The block first looks up every
+// source's matrix and weight once into shared memory, so that a lane's reads of a source's row wait
+// on no other load. Its kSourceWarps warps share out the sources (their sums added through shared
+// memory at the end), each reading a row in one round of kLoads loads a lane where it is short
+// enough, kBatch sources at a time: so the loads of all of a row's sources go out together, rather
+// than in rounds that each wait out the memory's latency.
 //
 // The first launch lets this one start as soon as its own blocks are under way, and the look-ups
 // and the first batch of rows go out before the wait: the routing was written by the gate, which
@@ -108,13 +97,16 @@ constexpr int kMaxDownSources = 65;
 // so before this launch began. It is read past L1 (ld.global.cg), which may still hold the last
 // layer's routing.
 template <int kLanes, int kLoads, int kBatch, int kSourceWarps, int kMinBlocks>
-__global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks)
-    expert_down_kernel(ExpertDownArgs a, int64_t row_blocks) {
+__global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_down_kernel(ExpertDownArgs a) {
     __shared__ const uint4* matrix[kMaxDownSources];
     __shared__ float weight[kMaxDownSources];
     __shared__ float warp_sums[kSourceWarps][kWarpSize];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     const int64_t token = blockIdx.y;
+    const int64_t row = int64_t(blockIdx.x) * (kWarpSize / kLanes) + lane / kLanes;
+    const bool active = row < a.rows;
+    const bool owner = warp == 0 && active && lane % kLanes == 0;  // the lane that adds the row to the stream
+    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     const int sources = static_cast<int>(a.k) + (a.shared_index >= 0 ? 1 : 0);
     for (int j = threadIdx.x; j < sources; j += blockDim.x) {
         if (j < a.k) {
@@ -126,6 +118,7 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks)
         }
     }
     __syncthreads();
+    const int64_t r = active ? row : 0;
     auto chunks_of = [&](int j) { return j < a.k ? a.routed_chunks : a.shared_chunks; };
     auto input_of = [&](int j) {
         const float* mid = j < a.k ? a.routed_mid + (token * a.k + j) * a.routed_chunks * 8
@@ -134,59 +127,37 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks)
     };
     const int per_warp = (sources + kSourceWarps - 1) / kSourceWarps;
     const int first = warp * per_warp, end = min(sources, first + per_warp);
-    for (int64_t row_block = blockIdx.x; row_block < row_blocks; row_block += gridDim.x) {
-        const int64_t row = row_block * (kWarpSize / kLanes) + lane / kLanes;
-        const bool active = row < a.rows;
-        const bool owner = warp == 0 && active && lane % kLanes == 0;  // the lane that adds the row to the stream
-        const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
-        const int64_t r = active ? row : 0;
-        float sum = 0.0f;
-        for (int j = first; j < end; j += kBatch) {
-            RowDot<kLanes, kLoads> dot[kBatch];
+    float sum = 0.0f;
+    for (int j = first; j < end; j += kBatch) {
+        RowDot<kLanes, kLoads> dot[kBatch];
 #pragma unroll
-            for (int b = 0; b < kBatch; ++b) {
-                const bool real = j + b < end;
-                dot[b].start(matrix[real ? j + b : j] + r * chunks_of(real ? j + b : j),
-                             real && active ? chunks_of(j + b) : 0);
-            }
-            if (j == first) wait_for_inputs();  // the expert outputs are the first launch's
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) {
-                const bool real = j + b < end;
-                const float value = dot[b].finish(input_of(real ? j + b : j));
-                if (real) sum += weight[j + b] * value;
-            }
+        for (int b = 0; b < kBatch; ++b) {
+            const bool real = j + b < end;
+            dot[b].start(matrix[real ? j + b : j] + r * chunks_of(real ? j + b : j),
+                         real && active ? chunks_of(j + b) : 0);
         }
-        wait_for_inputs();  // (a warp without sources has not waited yet)
-        if (kSourceWarps > 1) {
-            warp_sums[warp][lane] = sum;
-            __syncthreads();
-            sum = 0.0f;
+        if (j == first) wait_for_inputs();  // the expert outputs are the first launch's
 #pragma unroll
-            for (int w = 0; w < kSourceWarps; ++w) sum += warp_sums[w][lane];
-            if (row_block + gridDim.x < row_blocks) __syncthreads();  // warp_sums free for the next row block
-        }
-        if (row_block + gridDim.x >= row_blocks) allow_next_kernel();
-        if (warp == 0) {
-            const float value = owner ? a.out[token * a.rows + row] + sum : 0.0f;
-            if (owner) a.out[token * a.rows + row] = value;
-            if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
+        for (int b = 0; b < kBatch; ++b) {
+            const bool real = j + b < end;
+            const float value = dot[b].finish(input_of(real ? j + b : j));
+            if (real) sum += weight[j + b] * value;
         }
     }
-}
-
-// The grid of an experts' launch of `blocks` blocks a token. By default one block a row block, in
-// as many waves as the device needs (measured). DUET_CUDA_EXPERT_GRID=resident holds the grid to the
-// blocks the device holds at once, each block taking its row blocks in turn: the look-ups are then
-// paid once a block, and no block retires and another starts between waves (Nemotron-H's first
-// launch is 5.6 waves, its down launch 3.4). Not yet measured against the default; the setting is
-// read at each launch so that one binary (and the tests) can run both.
-template <typename Kernel>
-int64_t expert_grid(Kernel* kernel, int threads, int64_t blocks, int64_t tokens, const char* what) {
-    require(blocks <= std::numeric_limits<int>::max(), what, ": ", blocks, " blocks exceed the grid limit");
-    const char* setting = std::getenv("DUET_CUDA_EXPERT_GRID");
-    if (setting == nullptr || std::strcmp(setting, "resident") != 0) return blocks;
-    return std::min(blocks, std::max<int64_t>(1, resident_blocks(kernel, threads) / tokens));
+    wait_for_inputs();  // (a warp without sources has not waited yet)
+    if (kSourceWarps > 1) {
+        warp_sums[warp][lane] = sum;
+        __syncthreads();
+        sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kSourceWarps; ++w) sum += warp_sums[w][lane];
+    }
+    allow_next_kernel();
+    if (warp == 0) {
+        const float value = owner ? a.out[token * a.rows + row] + sum : 0.0f;
+        if (owner) a.out[token * a.rows + row] = value;
+        if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
+    }
 }
 
 template <bool kSwiglu, int kLanes, int kLoads>
@@ -197,21 +168,18 @@ void launch_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream)
     g.routed_blocks = (a.routed_rows + kRowsPerBlock - 1) / kRowsPerBlock;
     g.shared_total = g.shared_blocks * tokens;
     const int64_t blocks = g.shared_total + g.routed_blocks * a.routed_slots;
-    auto* kernel = expert_first_kernel<kSwiglu, kLanes, kLoads>;
-    const int64_t grid = expert_grid(kernel, kThreads, blocks, 1, "expert_first");
-    launch_early(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), 0, stream, "expert_first_kernel", a, g,
-                 blocks);
+    require(blocks <= std::numeric_limits<int>::max(), "expert_first: ", blocks, " blocks exceed the grid limit");
+    launch_early(expert_first_kernel<kSwiglu, kLanes, kLoads>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                 stream, "expert_first_kernel", a, g);
 }
 
 template <int kLanes, int kLoads, int kBatch, int kSourceWarps, int kMinBlocks>
 void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kWarpSize / kLanes;
-    constexpr int kBlockThreads = kSourceWarps * kWarpSize;
-    auto* kernel = expert_down_kernel<kLanes, kLoads, kBatch, kSourceWarps, kMinBlocks>;
-    const int64_t row_blocks = (a.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    const int64_t grid = expert_grid(kernel, kBlockThreads, row_blocks, tokens, "expert_down");
-    launch_early(kernel, dim3(static_cast<unsigned>(grid), static_cast<unsigned>(tokens)), dim3(kBlockThreads), 0,
-                 stream, "expert_down_kernel", a, row_blocks);
+    launch_early(expert_down_kernel<kLanes, kLoads, kBatch, kSourceWarps, kMinBlocks>,
+                 dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                      static_cast<unsigned>(tokens)),
+                 dim3(kSourceWarps * kWarpSize), 0, stream, "expert_down_kernel", a);
 }
 
 }  // namespace
