@@ -8,7 +8,9 @@ set -uo pipefail
 out=${1:?out dir}
 mkdir -p "$out"
 cd /work/main
-pip list 2>/dev/null | grep -iE "^(torch|transformers) " > "$out/versions.txt"
+# The peer's versions as Python sees them (a bare `pip` may be absent or another interpreter's).
+python3 -c 'import torch, transformers; print("torch", torch.__version__); print("transformers", transformers.__version__)' \
+  > "$out/versions.txt" 2>> "$out/peer_stderr.txt"
 duet() {
   timeout 120 ./build/duet bench --device cuda --arch "$1" --preset "$2" --random-weights "${@:3}" 2>> "$out/stderr.txt"
 }
