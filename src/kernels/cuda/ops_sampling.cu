@@ -49,13 +49,16 @@ struct Shared {
     int redraw;
 };
 
-__device__ __forceinline__ uint64_t order_key(float x, int i) {
+// A logit's rank: the high half of its order key (smaller ranks first).
+__device__ __forceinline__ uint32_t order_rank(float x) {
     uint32_t bits = __float_as_uint(x);
     if ((bits & 0x7FFFFFFFu) == 0) bits = 0;  // −0 ties with +0, as the CPU's comparisons have it
     if ((bits & 0x7FFFFFFFu) > 0x7F800000u) bits = 0x7FC00000u;  // every NaN one, above +inf
     const uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-    return (uint64_t(~ascending) << 32) | uint32_t(i);
+    return ~ascending;
 }
+
+__device__ __forceinline__ uint64_t order_key(float x, int i) { return (uint64_t(order_rank(x)) << 32) | uint32_t(i); }
 
 __device__ __forceinline__ float key_value(uint64_t key) {
     const uint32_t ascending = ~uint32_t(key >> 32);
@@ -65,6 +68,50 @@ __device__ __forceinline__ float key_value(uint64_t key) {
 __device__ __forceinline__ int32_t key_index(uint64_t key) { return static_cast<int32_t>(uint32_t(key)); }
 
 __device__ __forceinline__ uint64_t least(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+// A row's order keys as every pass reads them. A row of up to kHeld · kThreads logits (the code and
+// candidate rows Drama 3 samples) is read once, its ranks held in registers: the kernel then has all
+// of it before it lets the next kernel start (whose weight loads would queue these reads behind
+// them), and its radix passes can work on 32-bit ranks (select_held). A longer row is read from
+// memory by each pass.
+constexpr int kHeld = 5;
+struct RowKeys {
+    const float* row;
+    int count;
+    bool held;
+    int live = 0;             // held ranks of this thread
+    uint32_t rank[kHeld]{};   // of logits threadIdx.x + j · kThreads
+
+    __device__ RowKeys(const float* row_, int count_) : row(row_), count(count_), held(count_ <= kHeld * kThreads) {
+        if (!held) return;
+        const int tid = static_cast<int>(threadIdx.x);
+        live = count > tid ? min(kHeld, (count - tid + kThreads - 1) / kThreads) : 0;
+        float value[kHeld];
+#pragma unroll
+        for (int j = 0; j < kHeld; ++j) value[j] = j < live ? row[tid + j * kThreads] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < kHeld; ++j) rank[j] = order_rank(value[j]);
+    }
+
+    // Waits until the held ranks are in (a kernel lets the next one start only after this).
+    __device__ __forceinline__ void arrive() const {
+#pragma unroll
+        for (int j = 0; j < kHeld; ++j) asm volatile("" ::"r"(rank[j]));
+    }
+
+    // f(key) for each of this thread's keys, in index order.
+    template <typename F>
+    __device__ __forceinline__ void for_each(F f) const {
+        if (held) {
+#pragma unroll
+            for (int j = 0; j < kHeld; ++j) {
+                if (j < live) f((uint64_t(rank[j]) << 32) | uint32_t(threadIdx.x + j * kThreads));
+            }
+        } else {
+            for (int i = threadIdx.x; i < count; i += kThreads) f(order_key(row[i], i));
+        }
+    }
+};
 
 // The smallest of every thread's `value` over a block of kBlockWarps warps; every thread gets it.
 // `warp_least` is shared memory of a key a warp (free when called: the first barrier waits for its
@@ -135,16 +182,47 @@ __device__ void block_scan2(double a, double b, double& a_before, double& b_befo
 }
 
 // The row's first key (its argmax, the lowest index on ties).
-__device__ uint64_t first_key(const float* row, int count, Shared& sh) {
+__device__ uint64_t first_key(const RowKeys& keys, Shared& sh) {
     uint64_t best = kNoKey;
-    for (int i = threadIdx.x; i < count; i += kThreads) best = least(best, order_key(row[i], i));
+    keys.for_each([&](uint64_t key) { best = least(best, key); });
     return block_min<kWarps>(best, sh.least);
+}
+
+// After a pass has filled sh.hist: the bin in which the `need`-th counted key lies (sh.bin), the keys
+// in the bins before it (sh.before) and in it (sh.in_bin), found by warp 0 for the caller's next
+// barrier to publish. Lane l holds bins 8l … 8l+7; the lane whose range reaches `need` names the bin.
+__device__ void find_bin(unsigned need, Shared& sh) {
+    if (threadIdx.x >= kWarpSize) return;
+    const int lane = threadIdx.x;
+    constexpr int kPerLane = kBins / kWarpSize;
+    unsigned counts[kPerLane], sum = 0;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) sum += counts[j] = sh.hist[lane * kPerLane + j];
+    unsigned incl = sum;
+#pragma unroll
+    for (int offset = 1; offset < kWarpSize; offset *= 2) {
+        const unsigned up = __shfl_up_sync(0xFFFFFFFFu, incl, offset);
+        if (lane >= offset) incl += up;
+    }
+    unsigned before = incl - sum;
+    if (before < need && need <= incl) {
+        for (int j = 0; j < kPerLane; ++j) {
+            if (need <= before + counts[j]) {
+                sh.bin = unsigned(lane * kPerLane + j);
+                sh.before = before;
+                sh.in_bin = counts[j];
+                break;
+            }
+            before += counts[j];
+        }
+    }
 }
 
 // The key t such that exactly `want` of the row's keys in [lo, hi] are at most t, for 0 < want <
 // their number: a radix select over the key's bytes, most significant first, with exact counts. The
 // index bytes above the row's largest index are zero in every key and are skipped.
-__device__ uint64_t select_keys(const float* row, int count, uint64_t lo, uint64_t hi, unsigned want, Shared& sh) {
+__device__ uint64_t select_keys(const RowKeys& keys, uint64_t lo, uint64_t hi, unsigned want, Shared& sh) {
+    const int count = keys.count;
     const int index_bits = 32 - __clz(count - 1 > 0 ? count - 1 : 1);
     const int top_index_shift = (index_bits - 1) / 8 * 8;
     uint64_t mask = 0, prefix = 0;
@@ -153,37 +231,11 @@ __device__ uint64_t select_keys(const float* row, int count, uint64_t lo, uint64
         __syncthreads();
         for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
         __syncthreads();
-        for (int i = threadIdx.x; i < count; i += kThreads) {
-            const uint64_t key = order_key(row[i], i);
+        keys.for_each([&](uint64_t key) {
             if (key >= lo && key <= hi && (key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xFF], 1u);
-        }
+        });
         __syncthreads();
-        if (threadIdx.x < kWarpSize) {
-            // Lane l holds bins 8l … 8l+7; the lane whose range reaches `need` names the bin.
-            const int lane = threadIdx.x;
-            constexpr int kPerLane = kBins / kWarpSize;
-            unsigned counts[kPerLane], sum = 0;
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) sum += counts[j] = sh.hist[lane * kPerLane + j];
-            unsigned incl = sum;
-#pragma unroll
-            for (int offset = 1; offset < kWarpSize; offset *= 2) {
-                const unsigned up = __shfl_up_sync(0xFFFFFFFFu, incl, offset);
-                if (lane >= offset) incl += up;
-            }
-            unsigned before = incl - sum;
-            if (before < need && need <= incl) {
-                for (int j = 0; j < kPerLane; ++j) {
-                    if (need <= before + counts[j]) {
-                        sh.bin = unsigned(lane * kPerLane + j);
-                        sh.before = before;
-                        sh.in_bin = counts[j];
-                        break;
-                    }
-                    before += counts[j];
-                }
-            }
-        }
+        find_bin(need, sh);
         __syncthreads();
         need -= sh.before;
         prefix |= uint64_t(sh.bin) << shift;
@@ -198,19 +250,47 @@ __device__ uint64_t select_keys(const float* row, int count, uint64_t lo, uint64
     }
 }
 
+// select_keys over a whole held row (lo 0, hi the last key), its passes over the ranks: a block of
+// kThreads issues each instruction a key takes once for every key, so a pass costs about its
+// instructions a key, and a rank's take a fraction of a 64-bit key's. Only where the want-th key's
+// rank is shared by keys after it (equal logits) are the index bytes left, to select_keys.
+__device__ uint64_t select_held(const RowKeys& keys, unsigned want, Shared& sh) {
+    uint32_t prefix = 0, mask = 0;
+    unsigned need = want;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        __syncthreads();
+        static_assert(kThreads >= kBins, "a thread clears a bin");
+        if (threadIdx.x < kBins) sh.hist[threadIdx.x] = 0;
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < kHeld; ++j) {
+            const uint32_t r = keys.rank[j];
+            if (j < keys.live && ((r ^ prefix) & mask) == 0) atomicAdd(&sh.hist[(r >> shift) & 0xFF], 1u);
+        }
+        __syncthreads();
+        find_bin(need, sh);
+        __syncthreads();
+        need -= sh.before;
+        prefix |= sh.bin << shift;
+        mask |= 0xFFu << shift;
+        if (sh.in_bin == need) return (uint64_t(prefix | ((1u << shift) - 1)) << 32) | 0xFFFFFFFFu;
+    }
+    const uint64_t tied = uint64_t(prefix) << 32;  // the keys of the want-th key's rank
+    return select_keys(keys, tied, tied | 0xFFFFFFFFu, need, sh);
+}
+
 // Gathers the n keys of the row in [lo, t] into sh.keys, in no particular order (n ≤ kPiece:
 // exactly that many lie there), and pads them with kNoKey to a power of two.
-__device__ int gather_piece(const float* row, int count, uint64_t lo, uint64_t t, int n, Shared& sh) {
+__device__ int gather_piece(const RowKeys& keys, uint64_t lo, uint64_t t, int n, Shared& sh) {
     __syncthreads();
     if (threadIdx.x == 0) sh.fill = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < count; i += kThreads) {
-        const uint64_t key = order_key(row[i], i);
+    keys.for_each([&](uint64_t key) {
         if (key >= lo && key <= t) {
             const unsigned slot = atomicAdd(&sh.fill, 1u);
             if (slot < kPiece) sh.keys[slot] = key;
         }
-    }
+    });
     int padded = 1;
     while (padded < n) padded *= 2;
     for (int pos = n + threadIdx.x; pos < padded; pos += kThreads) sh.keys[pos] = kNoKey;
@@ -250,10 +330,10 @@ __device__ void sort_piece(int padded, Shared& sh) {
 
 // The next piece of candidates: the first min(remaining, kPiece) keys in [lo, hi], where
 // `remaining` keys lie. Returns how many.
-__device__ int load_piece(const float* row, int count, uint64_t lo, uint64_t hi, int remaining, Shared& sh) {
+__device__ int load_piece(const RowKeys& keys, uint64_t lo, uint64_t hi, int remaining, Shared& sh) {
     const int n = remaining < kPiece ? remaining : kPiece;
-    const uint64_t t = n == remaining ? hi : select_keys(row, count, lo, hi, unsigned(n), sh);
-    sort_piece(gather_piece(row, count, lo, t, n, sh), sh);
+    const uint64_t t = n == remaining ? hi : select_keys(keys, lo, hi, unsigned(n), sh);
+    sort_piece(gather_piece(keys, lo, t, n, sh), sh);
     return n;
 }
 
@@ -320,8 +400,18 @@ __device__ int32_t sample_in_warp(int n, double temperature, double top_p, float
         const bool live = lane < n;
         const double top = key_value(__shfl_sync(0xFFFFFFFFu, key, 0));
         const double x = live ? double(key_value(key)) : top;
+        // The tempered weights and their running sums are found beside the untempered mass, not
+        // after its cut: a running sum through a lane at or before the cut does not depend on the
+        // lanes after it, so these are the sums over the kept lanes.
         const double plain = live ? exp(x - top) : 0.0;
-        const double plain_total = warp_sum(plain);
+        double weight = live ? exp((x - top) / temperature) : 0.0;
+        double plain_total = plain;
+#pragma unroll
+        for (int offset = 1; offset < kWarpSize; offset *= 2) {
+            const double up = __shfl_up_sync(0xFFFFFFFFu, weight, offset);
+            plain_total += __shfl_xor_sync(0xFFFFFFFFu, plain_total, kWarpSize / 2 / offset);
+            if (lane >= offset) weight += up;
+        }
         double mass = live ? plain / plain_total : 0.0;
 #pragma unroll
         for (int offset = 1; offset < kWarpSize; offset *= 2) {
@@ -330,12 +420,6 @@ __device__ int32_t sample_in_warp(int n, double temperature, double top_p, float
         }
         const unsigned reached = __ballot_sync(0xFFFFFFFFu, live && mass >= top_p);
         const int cut = reached != 0 ? __ffs(reached) - 1 : n - 1;
-        double weight = lane <= cut ? exp((x - top) / temperature) : 0.0;
-#pragma unroll
-        for (int offset = 1; offset < kWarpSize; offset *= 2) {
-            const double up = __shfl_up_sync(0xFFFFFFFFu, weight, offset);
-            if (lane >= offset) weight += up;
-        }
         const double target = double(uniform) * __shfl_sync(0xFFFFFFFFu, weight, cut);
         const unsigned above = __ballot_sync(0xFFFFFFFFu, lane <= cut && target < weight);
         const int pos = above != 0 ? __ffs(above) - 1 : cut;  // else uniform within rounding of 1
@@ -347,18 +431,21 @@ __device__ int32_t sample_in_warp(int n, double temperature, double top_p, float
 }
 
 // sample_index for one row, by every thread of the block alike; every thread gets the index.
-__device__ int32_t sample_row(const float* row, int count, float temperature, int64_t top_k, float top_p,
-                              float uniform, Shared& sh) {
-    if (temperature == 0.0f) return key_index(first_key(row, count, sh));
+__device__ int32_t sample_row(const RowKeys& keys, float temperature, int64_t top_k, float top_p, float uniform,
+                              Shared& sh) {
+    const int count = keys.count;
+    if (temperature == 0.0f) return key_index(first_key(keys, sh));
     const int k = top_k == 0 || top_k >= count ? count : static_cast<int>(top_k);
-    const uint64_t hi = k < count ? select_keys(row, count, 0, kNoKey, unsigned(k), sh) : kNoKey;
+    const uint64_t hi = k >= count ? kNoKey
+                        : keys.held ? select_held(keys, unsigned(k), sh)
+                                    : select_keys(keys, 0, kNoKey, unsigned(k), sh);
     if (k <= kWarpSize) {
-        gather_piece(row, count, 0, hi, k, sh);
+        gather_piece(keys, 0, hi, k, sh);
         return sample_in_warp(k, temperature, top_p, uniform, sh);
     }
 
     // The top-p cut: walk the top-k in pieces until the untempered mass reaches p.
-    int n = load_piece(row, count, 0, hi, k, sh);
+    int n = load_piece(keys, 0, hi, k, sh);
     const double top = key_value(sh.keys[0]);
     double plain = 0.0;
     if (n == k) {
@@ -367,9 +454,9 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
             if (pos < n) plain += exp(double(key_value(sh.keys[pos])) - top);
         }
     } else {
-        for (int i = threadIdx.x; i < count; i += kThreads) {
-            if (order_key(row[i], i) <= hi) plain += exp(double(row[i]) - top);
-        }
+        keys.for_each([&](uint64_t key) {
+            if (key <= hi) plain += exp(double(key_value(key)) - top);
+        });
     }
     const double plain_total = block_sum_double(plain, sh);
     const double p = top_p, t = temperature;
@@ -408,7 +495,7 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
         mass_carry = mass_end;
         weight_carry = weight_end;
         const uint64_t lo = sh.keys[n - 1] + 1;
-        n = load_piece(row, count, lo, hi, k - done, sh);
+        n = load_piece(keys, lo, hi, k - done, sh);
         ++pieces;
     }
 
@@ -420,7 +507,7 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
     }
     weight_carry = 0.0;
     done = 0;
-    n = load_piece(row, count, 0, hi, k, sh);
+    n = load_piece(keys, 0, hi, k, sh);
     for (;;) {
         double mass_end, weight_end;
         sum_piece(n, top, plain_total, t, 0.0, weight_carry, s, mass_end, weight_end, sh);
@@ -443,7 +530,7 @@ __device__ int32_t sample_row(const float* row, int count, float temperature, in
         done += n;
         weight_carry = weight_end;
         const uint64_t lo = sh.keys[n - 1] + 1;
-        n = load_piece(row, count, lo, hi, k - done, sh);
+        n = load_piece(keys, lo, hi, k - done, sh);
     }
 }
 
@@ -453,10 +540,11 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
     // before this launch began (its load and the Philox rounds took a microsecond after the wait).
     const float uniform = uniform_draw(params.seed, static_cast<uint32_t>(*step), slot + blockIdx.x);
     wait_for_inputs();  // launched early: before this only the step counter is read
+    const RowKeys keys(logits + int64_t(blockIdx.x) * count, count);
+    keys.arrive();
     allow_next_kernel();
     __shared__ Shared sh;
-    const int32_t choice = sample_row(logits + int64_t(blockIdx.x) * count, count, params.temperature, params.top_k,
-                                      params.top_p, uniform, sh);
+    const int32_t choice = sample_row(keys, params.temperature, params.top_k, params.top_p, uniform, sh);
     if (threadIdx.x == 0) out[blockIdx.x] = choice;
 }
 
@@ -470,9 +558,11 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
     const float uniform = uniform_draw(params.seed, counter, slot);
     const float redraw_uniform = uniform_draw(params.seed, counter, slot + 1);
     wait_for_inputs();  // launched early: before this only the step counter is read
+    const RowKeys keys(logits, count);
+    keys.arrive();
     allow_next_kernel();
     __shared__ Shared sh;
-    int32_t choice = sample_row(logits, count, params.temperature, params.top_k, params.top_p, uniform, sh);
+    int32_t choice = sample_row(keys, params.temperature, params.top_k, params.top_p, uniform, sh);
     const int64_t held = recent[0];
     if (threadIdx.x == 0) {
         // ras_should_redraw over the window's last min(held, ras.window) choices.
@@ -487,7 +577,7 @@ __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* 
     }
     __syncthreads();
     if (sh.redraw) {
-        choice = sample_row(logits, count, 1.0f, 0, 1.0f, redraw_uniform, sh);
+        choice = sample_row(keys, 1.0f, 0, 1.0f, redraw_uniform, sh);
     }
     if (threadIdx.x != 0) return;
     *out = choice;
