@@ -386,18 +386,19 @@ __device__ uint64_t first_above(const PieceSums& s, int limit, double target, Sh
 // registers and sums with shuffles, by the same rules as the pieces below. Every thread gets the index.
 __device__ int32_t sample_in_warp(int n, double temperature, double top_p, float uniform, Shared& sh) {
     if (threadIdx.x < kWarpSize) {
+        // Sorted by counting: a lane's position is the number of keys below its own (keys are
+        // unique), all of them read at once from shared memory, where a sorting network is 15
+        // dependent rounds of exchanges.
         const int lane = static_cast<int>(threadIdx.x);
-        uint64_t key = lane < n ? sh.keys[lane] : kNoKey;
-#pragma unroll
-        for (int size = 2; size <= kWarpSize; size *= 2) {
-#pragma unroll
-            for (int stride = size / 2; stride > 0; stride /= 2) {
-                const uint64_t other = __shfl_xor_sync(0xFFFFFFFFu, key, stride);
-                const bool keep_smaller = ((lane & stride) == 0) == ((lane & size) == 0);
-                key = keep_smaller ? least(key, other) : (key > other ? key : other);
-            }
-        }
         const bool live = lane < n;
+        const uint64_t mine = live ? sh.keys[lane] : kNoKey;
+        int position = 0;
+#pragma unroll
+        for (int j = 0; j < kWarpSize; ++j) position += (j < n) & (sh.keys[j] < mine);
+        uint64_t* sorted = sh.keys + kWarpSize;
+        if (live) sorted[position] = mine;
+        __syncwarp();
+        const uint64_t key = live ? sorted[lane] : kNoKey;
         const double top = key_value(__shfl_sync(0xFFFFFFFFu, key, 0));
         const double x = live ? double(key_value(key)) : top;
         // The tempered weights and their running sums are found beside the untempered mass, not
