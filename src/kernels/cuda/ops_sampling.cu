@@ -250,10 +250,10 @@ __device__ uint64_t select_keys(const RowKeys& keys, uint64_t lo, uint64_t hi, u
     }
 }
 
-// select_keys over a whole held row (lo 0, hi the last key), its passes over the ranks: a block of
-// kThreads issues each instruction a key takes once for every key, so a pass costs about its
-// instructions a key, and a rank's take a fraction of a 64-bit key's. Only where the want-th key's
-// rank is shared by keys after it (equal logits) are the index bytes left, to select_keys.
+// select_keys for a whole held row (lo 0, hi the last key), its radix passes over the 32-bit
+// ranks. A pass's time is the instructions the block issues, a set for every key, and a rank's test
+// and byte take a fraction of a 64-bit key's. Only where the want-th key's rank is shared by keys
+// after it (equal logits) do the index bytes remain, for select_keys to find.
 __device__ uint64_t select_held(const RowKeys& keys, unsigned want, Shared& sh) {
     uint32_t prefix = 0, mask = 0;
     unsigned need = want;
