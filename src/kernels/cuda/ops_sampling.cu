@@ -13,7 +13,8 @@
 // cumulative weight exceeds uniform · total. Only the grouping of those sums differs from the CPU's
 // running sums, so an index can differ only where a boundary lies within rounding of a cut; the
 // same inputs always give the same index. When the top-k fit in one warp (top_k ≤ 32, the usual
-// case) that warp sorts and sums them with shuffles instead, without block-wide barriers.
+// case) that warp sorts them (by counting, in shared memory) and sums them with shuffles instead,
+// without block-wide barriers.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -58,7 +59,10 @@ __device__ __forceinline__ uint32_t order_rank(float x) {
     return ~ascending;
 }
 
-__device__ __forceinline__ uint64_t order_key(float x, int i) { return (uint64_t(order_rank(x)) << 32) | uint32_t(i); }
+// The order key of a logit of rank `rank` at index i.
+__device__ __forceinline__ uint64_t key_of_rank(uint32_t rank, int i) { return (uint64_t(rank) << 32) | uint32_t(i); }
+
+__device__ __forceinline__ uint64_t order_key(float x, int i) { return key_of_rank(order_rank(x), i); }
 
 __device__ __forceinline__ float key_value(uint64_t key) {
     const uint32_t ascending = ~uint32_t(key >> 32);
@@ -93,7 +97,8 @@ struct RowKeys {
         for (int j = 0; j < kHeld; ++j) rank[j] = order_rank(value[j]);
     }
 
-    // Waits until the held ranks are in (a kernel lets the next one start only after this).
+    // Uses every held rank here, so that the ranks (and the loads they come from) are computed before
+    // whatever the caller does next: a kernel lets the next one start only after this.
     __device__ __forceinline__ void arrive() const {
 #pragma unroll
         for (int j = 0; j < kHeld; ++j) asm volatile("" ::"r"(rank[j]));
@@ -105,7 +110,7 @@ struct RowKeys {
         if (held) {
 #pragma unroll
             for (int j = 0; j < kHeld; ++j) {
-                if (j < live) f((uint64_t(rank[j]) << 32) | uint32_t(threadIdx.x + j * kThreads));
+                if (j < live) f(key_of_rank(rank[j], threadIdx.x + j * kThreads));
             }
         } else {
             for (int i = threadIdx.x; i < count; i += kThreads) f(order_key(row[i], i));
@@ -259,8 +264,7 @@ __device__ uint64_t select_held(const RowKeys& keys, unsigned want, Shared& sh) 
     unsigned need = want;
     for (int shift = 24; shift >= 0; shift -= 8) {
         __syncthreads();
-        static_assert(kThreads >= kBins, "a thread clears a bin");
-        if (threadIdx.x < kBins) sh.hist[threadIdx.x] = 0;
+        for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < kHeld; ++j) {
@@ -382,8 +386,8 @@ __device__ uint64_t first_above(const PieceSums& s, int limit, double target, Sh
     return block_min<kWarps>(mine, sh.least);
 }
 
-// The draw when the top-k fit in one warp (n ≤ 32 keys gathered, unsorted): warp 0 sorts them in
-// registers and sums with shuffles, by the same rules as the pieces below. Every thread gets the index.
+// The draw when the top-k fit in one warp (n ≤ 32 keys gathered, unsorted): warp 0 sorts them by
+// counting and sums with shuffles, by the same rules as the pieces below. Every thread gets the index.
 __device__ int32_t sample_in_warp(int n, double temperature, double top_p, float uniform, Shared& sh) {
     if (threadIdx.x < kWarpSize) {
         // Sorted by counting: a lane's position is the number of keys below its own (keys are
