@@ -831,37 +831,6 @@ std::vector<double> relu2_mlp_reference(const TestMatrix& up, const TestMatrix& 
 
 const char* dtype_label(DType dtype) { return dtype == DType::BF16 ? "BF16" : "F32"; }
 
-TEST(CpuOpsMoe, Relu2MlpMatchesReference) {
-    struct Shape {
-        int64_t n, hidden, inter;
-    };
-    ThreadPool pool(2);
-    std::mt19937 rng(601);
-    for (DType dtype : {DType::F32, DType::BF16}) {
-        for (Shape s : {Shape{1, 5, 3}, Shape{3, 37, 19}, Shape{17, 64, 130}, Shape{8, 1, 1},
-                        Shape{9, 384, 640}}) {
-            SCOPED_TRACE(std::string(dtype_label(dtype)) + " n=" + std::to_string(s.n) +
-                         " hidden=" + std::to_string(s.hidden) + " inter=" + std::to_string(s.inter));
-            // Scaled by 1/sqrt(fan-in) so every stage stays of order one.
-            const TestMatrix up(rng, dtype, s.inter, s.hidden, 2.0f / std::sqrt(static_cast<float>(s.hidden)));
-            const TestMatrix down(rng, dtype, s.hidden, s.inter, 2.0f / std::sqrt(static_cast<float>(s.inter)));
-            const std::vector<float> x = random_values(rng, s.n * s.hidden);
-
-            std::vector<double> expected;
-            for (int64_t t = 0; t < s.n; ++t) {
-                const std::vector<double> row = relu2_mlp_reference(up, down, x.data() + t * s.hidden);
-                expected.insert(expected.end(), row.begin(), row.end());
-            }
-            std::vector<float> mid(static_cast<size_t>(s.n * s.inter));
-            std::vector<float> serial(static_cast<size_t>(s.n * s.hidden), kNaN), pooled(serial.size(), kNaN);
-            relu2_mlp(x.data(), s.n, up.view(), down.view(), mid.data(), serial.data(), nullptr);
-            relu2_mlp(x.data(), s.n, up.view(), down.view(), mid.data(), pooled.data(), &pool);
-            EXPECT_LE(relative_error(serial, expected), kTolerance);
-            EXPECT_TRUE(bit_identical(serial, pooled));
-        }
-    }
-}
-
 struct MoeProblem {
     int64_t experts, hidden, inter, shared_inter;
     TestMatrix router, shared_up, shared_down;

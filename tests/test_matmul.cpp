@@ -191,6 +191,41 @@ TEST_P(MatmulAtLevel, ManyTokensSplitIntoBlocks) {
     }
 }
 
+// Products of different shapes and token counts in one job, empty ones among them: each equals its
+// own matmul bit for bit, whatever the pool, and nothing is written outside its output.
+TEST_P(MatmulAtLevel, ManyProductsEachEqualTheirOwnMatmul) {
+    ThreadPool three(3);
+    struct Shape {
+        DType dtype;
+        int64_t rows, cols, n;
+    };
+    const Shape shapes[] = {{DType::BF16, 300, 1000, 1}, {DType::BF16, 1, 1000, 1},  {DType::F32, 0, 64, 1},
+                            {DType::BF16, 77, 130, 5},   {DType::F32, 64, 257, 1},   {DType::BF16, 45, 300, 97},
+                            {DType::BF16, 5, 31, 0},     {DType::BF16, 1028, 512, 1}};
+    std::vector<Problem> problems;
+    uint32_t seed = 3000;
+    for (const Shape& s : shapes) problems.emplace_back(s.dtype, s.rows, s.cols, s.n, seed++);
+
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+        constexpr size_t kGuard = 3;
+        std::vector<std::vector<float>> outs;
+        std::vector<Product> products;
+        for (const Problem& p : problems) outs.emplace_back(static_cast<size_t>(p.n * p.rows) + kGuard, -7.0f);
+        for (size_t i = 0; i < problems.size(); ++i) {
+            products.push_back({problems[i].view(), problems[i].x.data(), problems[i].n, outs[i].data()});
+        }
+        matmul_many(products, pool);
+        for (size_t i = 0; i < problems.size(); ++i) {
+            const std::string where = problems[i].describe() + (pool == nullptr ? " (no pool)" : " (3 threads)");
+            std::vector<float> got(outs[i].begin(), outs[i].end() - kGuard);
+            expect_bit_identical(got, problems[i].run(&three), where);
+            for (size_t g = got.size(); g < outs[i].size(); ++g) ASSERT_EQ(outs[i][g], -7.0f) << where;
+            if (!got.empty()) problems[i].expect_close_to_reference(got, where);
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
 TEST_P(MatmulAtLevel, EmptyShapes) {
     const std::vector<float> w(8, 1.0f);
     const std::vector<float> x(8, 1.0f);

@@ -65,6 +65,26 @@ public:
         for (size_t i = 0; i < product.size(); ++i) out[i] += product[i];
     }
 
+    // Both products in one job; then out (+ out) + a + b, the order the two fused products add in.
+    void matmul_normed_pair(const NormedProduct& a, const NormedProduct& b, int64_t n, float eps, float* out,
+                            bool add) override {
+        std::vector<float> normed_a = normed_copy(normed_pair_input(a, n), a.norm_weight, n, a.w.cols, eps);
+        std::vector<float> normed_b = normed_copy(normed_pair_input(b, n), b.norm_weight, n, b.w.cols, eps);
+        const size_t count = static_cast<size_t>(n * a.w.rows);
+        std::vector<float> product_a(count), product_b(count);
+        const cpu::Product products[2] = {{a.w, normed_a.data(), n, product_a.data()},
+                                          {b.w, normed_b.data(), n, product_b.data()}};
+        cpu::matmul_many(products, pool_);
+        for (size_t i = 0; i < count; ++i) out[i] = (add ? out[i] + product_a[i] : product_a[i]) + product_b[i];
+    }
+
+    void matmul_group(std::span<const ProductOut> products, const float* x, int64_t n) override {
+        std::vector<cpu::Product> together;
+        together.reserve(products.size());
+        for (const ProductOut& p : products) together.push_back({p.w, x, n, p.out});
+        cpu::matmul_many(together, pool_);
+    }
+
     void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
         for (int64_t t = 0; t < n; ++t) {
             require(ids[t] >= 0 && ids[t] < table.rows, "token id ", ids[t], " is outside the vocabulary [0, ",
@@ -224,6 +244,17 @@ public:
     }
 
 private:
+    // x [n, cols] RMS-normalised with norm_weight (copied as it is without one).
+    std::vector<float> normed_copy(const float* x, const float* norm_weight, int64_t n, int64_t cols, float eps) {
+        std::vector<float> out(static_cast<size_t>(n * cols));
+        if (norm_weight != nullptr) {
+            cpu::rmsnorm(x, norm_weight, n, cols, eps, out.data(), pool_);
+        } else {
+            std::copy(x, x + n * cols, out.begin());
+        }
+        return out;
+    }
+
     // The layer's input normalised into in.normed.
     const float* normalise(const MoeInput& in, int64_t n, int64_t hidden) {
         rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);

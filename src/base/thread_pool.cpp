@@ -12,10 +12,6 @@ namespace {
 // that is busy with the very job that issued it.
 thread_local bool t_inside_pool_task = false;
 
-// Splitting into a few chunks per thread lets threads that finish early take
-// over work from threads that were descheduled.
-constexpr int64_t kChunksPerThread = 4;
-
 // How long an idle thread polls before it sleeps. Calls come in quick
 // succession while a token is computed, and a poll answers in nanoseconds
 // where a sleep/wake round trip costs microseconds.
@@ -126,7 +122,7 @@ void ThreadPool::wait_for_workers() {
     done_cv_.wait(lock, all_done);
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn, int chunks_per_thread) {
     if (n <= 0) return;
     grain = std::max<int64_t>(grain, 1);
     if (n <= grain || workers_.empty() || t_inside_pool_task) {
@@ -135,7 +131,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     }
 
     std::lock_guard submit_lock(submit_mutex_);
-    const int64_t target_chunks = size() * kChunksPerThread;
+    const int64_t target_chunks = int64_t{size()} * std::max(chunks_per_thread, 1);
     const int64_t chunk = std::max(grain, (n + target_chunks - 1) / target_chunks);
     const int64_t chunks = (n + chunk - 1) / chunk;
     const int participants =
@@ -170,9 +166,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     }
 }
 
-void parallel_for(ThreadPool* pool, int64_t n, int64_t grain, const ThreadPool::RangeFn& fn) {
+void parallel_for(ThreadPool* pool, int64_t n, int64_t grain, const ThreadPool::RangeFn& fn,
+                  int chunks_per_thread) {
     if (pool != nullptr) {
-        pool->parallel_for(n, grain, fn);
+        pool->parallel_for(n, grain, fn, chunks_per_thread);
     } else if (n > 0) {
         fn(0, n);
     }

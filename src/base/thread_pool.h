@@ -30,12 +30,17 @@ public:
     // Number of threads that run tasks, the calling thread included.
     int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+    // Splitting into a few chunks per thread lets threads that finish early
+    // take over work from threads that were descheduled.
+    static constexpr int kChunksPerThread = 4;
+
     // Calls fn on contiguous chunks that together cover [0, n) exactly once,
-    // each chunk at least `grain` long (except the last), and returns when all
-    // are done. Runs inline when n <= grain, when size() == 1, or when called
-    // from inside a task of any pool. If fn throws, the first exception is
-    // rethrown here after every chunk has run.
-    void parallel_for(int64_t n, int64_t grain, const RangeFn& fn);
+    // each chunk at least `grain` long (except the last), about
+    // chunks_per_thread of them a thread, and returns when all are done. Runs
+    // inline when n <= grain, when size() == 1, or when called from inside a
+    // task of any pool. If fn throws, the first exception is rethrown here
+    // after every chunk has run.
+    void parallel_for(int64_t n, int64_t grain, const RangeFn& fn, int chunks_per_thread = kChunksPerThread);
 
 private:
     void stop_workers();
@@ -69,6 +74,7 @@ private:
 };
 
 // Runs fn over [0, n) on the pool, or inline when pool is null.
-void parallel_for(ThreadPool* pool, int64_t n, int64_t grain, const ThreadPool::RangeFn& fn);
+void parallel_for(ThreadPool* pool, int64_t n, int64_t grain, const ThreadPool::RangeFn& fn,
+                  int chunks_per_thread = ThreadPool::kChunksPerThread);
 
 }  // namespace duet

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/simd_level.h"
@@ -26,6 +27,20 @@ namespace duet::cpu {
 // x is [n, w.cols] and out is [n, w.rows], both row-major f32, and must not
 // overlap. Accumulates in f32. pool may be null (runs on the calling thread).
 void matmul(const MatrixView& w, const float* x, int64_t n, float* out, ThreadPool* pool);
+
+// One of several independent products run together: out [n, w.rows] = x [n, w.cols] · wᵀ.
+struct Product {
+    MatrixView w;
+    const float* x = nullptr;
+    int64_t n = 0;
+    float* out = nullptr;
+};
+
+// Several products (a layer's projections of one input, a mixture's chosen experts) as one job on
+// the pool: each gives exactly what matmul gives for it alone, but the threads are woken and
+// joined once for all of them, and a thread that finishes one product's share goes on to the
+// next instead of waiting for the others. No output may overlap another product's input or output.
+void matmul_many(std::span<const Product> products, ThreadPool* pool);
 
 // sum of a[i] * b[i] over i < n.
 float dot_f32(const float* a, const float* b, int64_t n);

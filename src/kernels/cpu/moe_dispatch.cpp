@@ -2,12 +2,31 @@
 
 #include <algorithm>
 
+#include "base/aligned_vector.h"
+#include "base/error.h"
 #include "kernels/cpu/matmul.h"
 
 namespace duet::cpu {
 
-std::vector<std::vector<ExpertAssignment>> group_tokens_by_expert(const std::vector<ExpertChoice>& choices,
-                                                                  int64_t n, int64_t top_k, int64_t experts) {
+ScratchCarver::ScratchCarver(size_t floats) {
+    thread_local CacheAlignedVector<float> scratch;
+    if (scratch.size() < floats) scratch.resize(floats);
+    next_ = scratch.data();
+    end_ = next_ + floats;
+}
+
+float* ScratchCarver::take(size_t floats) {
+    const size_t lines = room(static_cast<int64_t>(floats));
+    require(lines <= static_cast<size_t>(end_ - next_), "mixture scratch: ", floats, " floats asked, ",
+            end_ - next_, " left");
+    float* piece = next_;
+    next_ += lines;
+    return piece;
+}
+
+std::vector<ExpertBatch> gather_expert_batches(const float* x, int64_t n, int64_t hidden,
+                                               const std::vector<ExpertChoice>& choices, int64_t top_k,
+                                               int64_t experts, int64_t mid_width, ScratchCarver& scratch) {
     std::vector<std::vector<ExpertAssignment>> served(static_cast<size_t>(experts));
     for (int64_t t = 0; t < n; ++t) {
         for (int64_t i = 0; i < top_k; ++i) {
@@ -15,24 +34,27 @@ std::vector<std::vector<ExpertAssignment>> group_tokens_by_expert(const std::vec
             served[c.expert].push_back({t, c.weight});
         }
     }
-    return served;
+    std::vector<ExpertBatch> batches;
+    for (int64_t e = 0; e < experts; ++e) {
+        if (served[e].empty()) continue;
+        ExpertBatch& b = batches.emplace_back();
+        b.expert = e;
+        b.served = std::move(served[e]);
+        b.rows = scratch.take(static_cast<size_t>(b.m() * hidden));
+        b.mid = scratch.take(static_cast<size_t>(b.m() * mid_width));
+        b.result = scratch.take(static_cast<size_t>(b.m() * hidden));
+        for (int64_t i = 0; i < b.m(); ++i) {
+            const float* row = x + b.served[i].token * hidden;
+            std::copy(row, row + hidden, b.rows + i * hidden);
+        }
+    }
+    return batches;
 }
 
-void run_routed_experts(const float* x, int64_t hidden, const std::vector<std::vector<ExpertAssignment>>& served,
-                        const ExpertFn& expert, float* out) {
-    std::vector<float> rows, result;
-    for (int64_t e = 0; e < static_cast<int64_t>(served.size()); ++e) {
-        const auto& list = served[e];
-        if (list.empty()) continue;
-        const int64_t m = static_cast<int64_t>(list.size());
-        rows.resize(static_cast<size_t>(m * hidden));
-        for (int64_t i = 0; i < m; ++i) {
-            std::copy(x + list[i].token * hidden, x + (list[i].token + 1) * hidden, rows.begin() + i * hidden);
-        }
-        result.resize(static_cast<size_t>(m * hidden));
-        expert(e, rows.data(), m, result.data());
-        for (int64_t i = 0; i < m; ++i) {
-            axpy_f32(list[i].weight, result.data() + i * hidden, out + list[i].token * hidden, hidden);
+void add_expert_results(const std::vector<ExpertBatch>& batches, int64_t hidden, float* out) {
+    for (const ExpertBatch& b : batches) {
+        for (int64_t i = 0; i < b.m(); ++i) {
+            axpy_f32(b.served[i].weight, b.result + i * hidden, out + b.served[i].token * hidden, hidden);
         }
     }
 }
