@@ -60,8 +60,9 @@ std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
     return ids;
 }
 
-void add_runtime_figures(json::Value& out, Runtime& rt) {
-    out.set("backend", json::Value(std::string(rt.backend->name())));
+void add_runtime_figures(json::Value& out, Runtime& rt, const char* cpu_part) {
+    if (cpu_part != nullptr) rt.note_cpu_part(cpu_part);
+    out.set("backend", json::Value(std::string(cpu_part != nullptr ? "cpu" : rt.backend->name())));
     out.set("simd", json::Value(std::string(cpu::simd_level_name(cpu::active_simd_level()))));
     out.set("threads", json::Value(static_cast<int64_t>(rt.pool.size())));
 }

@@ -54,7 +54,8 @@ int bench_transcribe(const Args& args);
 // The cost of handing one product's result to the next, several ways (needs --device cuda).
 int bench_product_chain(const Args& args);
 
-// The fields every bench line starts with.
-void add_runtime_figures(json::Value& out, Runtime& rt);
+// The fields every bench line starts with. A bench of a part that has no GPU kernels (the Fish codec,
+// Transcribe's audio path) names `cpu_part`: its backend is then "cpu", whatever --device says.
+void add_runtime_figures(json::Value& out, Runtime& rt, const char* cpu_part = nullptr);
 
 }  // namespace duet::cli

@@ -65,7 +65,7 @@ int bench_transcribe(const Args& args) {
     o.set("weights", json::Value(source));
     o.set("weight_bytes", json::Value(static_cast<int64_t>(perception.tensor_bytes())));
     o.set("load_s", json::Value(load_s));
-    add_runtime_figures(o, rt);
+    add_runtime_figures(o, rt, "Transcribe's audio path");
     o.set("audio_seconds", json::Value(audio_seconds));
     o.set("audio_tokens", json::Value(out.audio_tokens));
     o.set("windows", json::Value(out.windows));

@@ -79,7 +79,7 @@ int bench_fish_codec(const Args& args) {
     out.set("arch", json::Value("fish_codec"));
     out.set("weights", json::Value(source));
     out.set("load_s", json::Value(load_s));
-    add_runtime_figures(out, rt);
+    add_runtime_figures(out, rt, "the Fish codec");
     out.set("frames", json::Value(frames));
     out.set("audio_s", json::Value(audio_s));
     out.set("decode_s", json::Value(decode_s));

@@ -17,6 +17,7 @@ int run_perceive(const Argv& argv) {
     const std::vector<float> wave =
         audio::read_speech_input(args.text("--audio"), static_cast<int>(c.mel.sample_rate));
     Runtime rt(args);
+    rt.note_cpu_part("Transcribe's audio path");
     const transcribe::PerceptionOutput out = perception.perceive(wave, &rt.pool);
 
     const int64_t frames = out.encoder_frames, speakers = c.sortformer.speakers;

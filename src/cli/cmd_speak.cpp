@@ -140,6 +140,7 @@ int run_speak(const Argv& argv) {
         require(codec->codebooks() == c.tower.num_codebooks, "the codec reads ", codec->codebooks(),
                 " codebooks but the model writes ", c.tower.num_codebooks);
         audio.emplace(*codec, out_path, &rt.pool);
+        rt.note_cpu_part("the Fish codec");
     }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(dir + "/tokenizer.json");
     std::optional<text::ReferenceVoice> voice;

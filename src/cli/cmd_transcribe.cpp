@@ -45,6 +45,7 @@ int run_transcribe(const Argv& argv) {
     options.max_new_tokens = args.integer_or("--max-tokens", options.max_new_tokens, 1, 1 << 24);
     options.context = args.has("--ctx") ? context_flag(args) : 0;
     Runtime rt(args);
+    rt.note_cpu_part("Transcribe's audio path (encoders and speaker head)");
     const double rate = static_cast<double>(transcriber.perception().config().mel.sample_rate);
 
     for (const std::string& file : files) {

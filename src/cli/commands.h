@@ -29,6 +29,10 @@ struct Runtime {
     explicit Runtime(const Args& args);
     ThreadPool pool;
     std::unique_ptr<Backend> backend;
+
+    // Says on stderr, when the backend is not the CPU, that `part` (the Fish codec, Transcribe's
+    // audio path) still runs on the CPU's threads: only the language models have GPU kernels.
+    void note_cpu_part(const char* part) const;
 };
 
 // --threads (0 = every hardware thread).

@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <cstdio>
+
 #include "base/error.h"
 
 #ifdef DUET_HAVE_CUDA
@@ -29,5 +31,11 @@ std::unique_ptr<Backend> backend_for(const std::string& device, ThreadPool& pool
 }  // namespace
 
 Runtime::Runtime(const Args& args) : pool(threads_flag(args)), backend(backend_for(args.text_or("--device", "cpu"), pool)) {}
+
+void Runtime::note_cpu_part(const char* part) const {
+    if (backend->name() == "cpu") return;
+    std::fprintf(stderr, "note: %s runs on the CPU (%d threads); --device %.*s moves the language model only\n", part,
+                 pool.size(), static_cast<int>(backend->name().size()), backend->name().data());
+}
 
 }  // namespace duet::cli
