@@ -71,14 +71,11 @@ TEST(SpeakAudio, ACodecWithOtherCodebooksIsRefused) {
     EXPECT_NE(result.err.find("the codec reads 4 codebooks but the model writes 10"), std::string::npos) << result.err;
 }
 
-TEST(SpeakAudio, WavStreamEqualsWholeDecodeInFloat) {
-    const fish_codec::FishCodec codec = fish_codec::FishCodec::load(fixture_dir("fish_codec_tiny"));
-    const int64_t frames = 23, books = codec.codebooks();
-    std::vector<int32_t> codes(static_cast<size_t>(books * frames));
-    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<int32_t>((i * 7919) % 32);
-    testing::TempDir dir("wav-stream");
-    ThreadPool pool(2);
-    fish_codec::WavStream stream(codec, dir.file("a.wav"), &pool, WavSampleFormat::Float32);
+// Codes [books, frames] streamed frame by frame into a float WAV file.
+void stream_codes(const fish_codec::FishCodec& codec, const std::vector<int32_t>& codes, int64_t frames,
+                  const std::string& path, ThreadPool* pool, fish_codec::Decoding decoding) {
+    const int64_t books = codec.codebooks();
+    fish_codec::WavStream stream(codec, path, pool, WavSampleFormat::Float32, decoding);
     std::vector<int32_t> frame(static_cast<size_t>(books));
     for (int64_t f = 0; f < frames; ++f) {
         for (int64_t k = 0; k < books; ++k) frame[k] = codes[k * frames + f];
@@ -86,10 +83,39 @@ TEST(SpeakAudio, WavStreamEqualsWholeDecodeInFloat) {
     }
     stream.finish();
     EXPECT_EQ(stream.frames(), frames);
-    const std::vector<float> whole = codec.decode(codes, frames, &pool);
-    const AudioClip clip = read_audio_file(dir.file("a.wav"));
-    ASSERT_EQ(clip.samples.size(), whole.size());
-    EXPECT_LE(testing::relative_error(clip.samples, whole), 1e-5);
+}
+
+TEST(SpeakAudio, WavStreamEqualsWholeDecodeInFloat) {
+    const fish_codec::FishCodec codec = fish_codec::FishCodec::load(fixture_dir("fish_codec_tiny"));
+    testing::TempDir dir("wav-stream");
+    ThreadPool pool(2);
+    // 23 frames: a first chunk, a full one and a remainder; 3: only the remainder.
+    for (int64_t frames : {23, 3}) {
+        std::vector<int32_t> codes(static_cast<size_t>(codec.codebooks() * frames));
+        for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<int32_t>((i * 7919) % 32);
+        stream_codes(codec, codes, frames, dir.file("in_call.wav"), &pool, fish_codec::Decoding::InCall);
+        stream_codes(codec, codes, frames, dir.file("background.wav"), &pool, fish_codec::Decoding::Background);
+        const std::vector<float> whole = codec.decode(codes, frames, &pool);
+        const AudioClip in_call = read_audio_file(dir.file("in_call.wav"));
+        const AudioClip background = read_audio_file(dir.file("background.wav"));
+        ASSERT_EQ(in_call.samples.size(), whole.size()) << frames << " frames";
+        EXPECT_LE(testing::relative_error(in_call.samples, whole), 1e-5) << frames << " frames";
+        // The same chunks, so the same samples.
+        EXPECT_EQ(background.samples, in_call.samples) << frames << " frames";
+    }
+}
+
+TEST(SpeakAudio, ABackgroundWavStreamLeftUnfinishedStops) {
+    const fish_codec::FishCodec codec = fish_codec::FishCodec::load(fixture_dir("fish_codec_tiny"));
+    testing::TempDir dir("wav-stream-unfinished");
+    ThreadPool pool(2);
+    const std::vector<int32_t> frame(static_cast<size_t>(codec.codebooks()), 5);
+    {
+        fish_codec::WavStream stream(codec, dir.file("a.wav"), &pool, WavSampleFormat::Float32,
+                                     fish_codec::Decoding::Background);
+        for (int i = 0; i < 40; ++i) stream.add(frame);
+        EXPECT_THROW(stream.add(std::vector<int32_t>(1, 0)), Error);
+    }  // destroyed without finish(): the decoder thread must stop, not wait for more frames
 }
 
 }  // namespace

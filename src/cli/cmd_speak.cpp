@@ -139,7 +139,10 @@ int run_speak(const Argv& argv) {
         codec.emplace(fish_codec::FishCodec::load(args.text_or("--codec", dir)));
         require(codec->codebooks() == c.tower.num_codebooks, "the codec reads ", codec->codebooks(),
                 " codebooks but the model writes ", c.tower.num_codebooks);
-        audio.emplace(*codec, out_path, &rt.pool);
+        // On a GPU the frames come without the CPU's threads, which can decode meanwhile.
+        const bool on_cpu = rt.backend->name() == "cpu";
+        audio.emplace(*codec, out_path, &rt.pool, WavSampleFormat::Pcm16,
+                      on_cpu ? fish_codec::Decoding::InCall : fish_codec::Decoding::Background);
         rt.note_cpu_part("the Fish codec");
     }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(dir + "/tokenizer.json");
