@@ -51,11 +51,7 @@ public:
 
     void matmul_fused(const MatrixView& w, const float* x, int64_t n, float* out, const FusedProduct& f) override {
         std::vector<float> normed;
-        if (f.norm_weight != nullptr) {
-            normed.resize(static_cast<size_t>(n * w.cols));
-            cpu::rmsnorm(x, f.norm_weight, n, w.cols, f.eps, normed.data(), pool_);
-            x = normed.data();
-        }
+        x = normed_input(x, f.norm_weight, n, w.cols, f.eps, normed);
         if (!f.add) {
             cpu::matmul(w, x, n, out, pool_);
             return;
@@ -68,12 +64,12 @@ public:
     // Both products in one job; then out (+ out) + a + b, the order the two fused products add in.
     void matmul_normed_pair(const NormedProduct& a, const NormedProduct& b, int64_t n, float eps, float* out,
                             bool add) override {
-        std::vector<float> normed_a = normed_copy(normed_pair_input(a, n), a.norm_weight, n, a.w.cols, eps);
-        std::vector<float> normed_b = normed_copy(normed_pair_input(b, n), b.norm_weight, n, b.w.cols, eps);
+        std::vector<float> normed_a, normed_b;
+        const float* x_a = normed_input(normed_pair_input(a, n), a.norm_weight, n, a.w.cols, eps, normed_a);
+        const float* x_b = normed_input(normed_pair_input(b, n), b.norm_weight, n, b.w.cols, eps, normed_b);
         const size_t count = static_cast<size_t>(n * a.w.rows);
         std::vector<float> product_a(count), product_b(count);
-        const cpu::Product products[2] = {{a.w, normed_a.data(), n, product_a.data()},
-                                          {b.w, normed_b.data(), n, product_b.data()}};
+        const cpu::Product products[2] = {{a.w, x_a, n, product_a.data()}, {b.w, x_b, n, product_b.data()}};
         cpu::matmul_many(products, pool_);
         for (size_t i = 0; i < count; ++i) out[i] = (add ? out[i] + product_a[i] : product_a[i]) + product_b[i];
     }
@@ -244,15 +240,14 @@ public:
     }
 
 private:
-    // x [n, cols] RMS-normalised with norm_weight (copied as it is without one).
-    std::vector<float> normed_copy(const float* x, const float* norm_weight, int64_t n, int64_t cols, float eps) {
-        std::vector<float> out(static_cast<size_t>(n * cols));
-        if (norm_weight != nullptr) {
-            cpu::rmsnorm(x, norm_weight, n, cols, eps, out.data(), pool_);
-        } else {
-            std::copy(x, x + n * cols, out.begin());
-        }
-        return out;
+    // A product's input: x [n, cols] RMS-normalised with norm_weight into `buffer`, or x itself
+    // without a norm.
+    const float* normed_input(const float* x, const float* norm_weight, int64_t n, int64_t cols, float eps,
+                              std::vector<float>& buffer) {
+        if (norm_weight == nullptr) return x;
+        buffer.resize(static_cast<size_t>(n * cols));
+        cpu::rmsnorm(x, norm_weight, n, cols, eps, buffer.data(), pool_);
+        return buffer.data();
     }
 
     // The layer's input normalised into in.normed.
