@@ -17,7 +17,6 @@ WavStream::~WavStream() { stop_background(/*drop_pending=*/true); }
 void WavStream::add(std::span<const int32_t> codes) {
     require(static_cast<int64_t>(codes.size()) == codebooks_, "audio frame of ", codes.size(),
             " codes, but the codec reads ", codebooks_, " codebooks");
-    const int64_t chunk = frames_ < kFirstChunk ? kFirstChunk : kChunk;
     ++frames_;
     if (worker_.joinable()) {
         {
@@ -29,7 +28,7 @@ void WavStream::add(std::span<const int32_t> codes) {
         return;
     }
     pending_.insert(pending_.end(), codes.begin(), codes.end());
-    if (static_cast<int64_t>(pending_.size()) >= chunk * codebooks_) {
+    if (static_cast<int64_t>(pending_.size()) >= next_chunk_frames() * codebooks_) {
         decode(pending_);
         pending_.clear();
     }
@@ -47,10 +46,10 @@ void WavStream::decode(std::span<const int32_t> codes) {
 // Takes the chunks in the order and sizes add() would decode them in the call, then the rest at finish.
 void WavStream::decode_in_background() {
     std::vector<int32_t> chunk;
-    for (int64_t size = kFirstChunk;; size = kChunk) {
+    for (;;) {
         {
             std::unique_lock lock(mutex_);
-            const size_t want = static_cast<size_t>(size * codebooks_);
+            const size_t want = static_cast<size_t>(next_chunk_frames() * codebooks_);
             more_.wait(lock, [&] { return dropping_ || finishing_ || pending_.size() >= want; });
             if (dropping_) return;
             const size_t take = std::min(pending_.size(), want);

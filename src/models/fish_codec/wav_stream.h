@@ -49,6 +49,8 @@ public:
     double first_audio_seconds() const { return first_audio_s_; }
 
 private:
+    // Frames in the next chunk: a small first one, then larger ones. Read only by whoever decodes.
+    int64_t next_chunk_frames() const { return decoder_.frames_decoded() == 0 ? kFirstChunk : kChunk; }
     void decode(std::span<const int32_t> codes);
     void decode_in_background();
     void stop_background(bool drop_pending);
