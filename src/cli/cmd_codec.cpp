@@ -31,8 +31,8 @@ int decode(const Argv& argv) {
             shape_to_string(t->shape), ", expected [", codec.codebooks(), ", frames]");
     const std::vector<int32_t> codes = read_i32(*t);
     Runtime rt(args);
-    rt.note_cpu_part("the Fish codec");
-    const std::vector<float> audio = codec.decode(codes, t->shape[1], &rt.pool);
+    const std::vector<float> audio = fish_codec::decode_in_chunks(*rt.codec_decoder(codec), codes, codec.codebooks(),
+                                                                  t->shape[1], rt.codec_chunk_frames());
     if (out.ends_with(".safetensors")) {
         write_safetensors(out, {{"audio", DType::F32, {static_cast<int64_t>(audio.size())}, audio.data(),
                                  audio.size() * sizeof(float)}});
@@ -61,7 +61,7 @@ int encode(const Argv& argv) {
         audio = resample(downmix_to_mono(clip), clip.sample_rate, codec.sample_rate());
     }
     Runtime rt(args);
-    rt.note_cpu_part("the Fish codec");
+    rt.note_cpu_part("the Fish codec's encoder");
     const std::vector<int32_t> codes = codec.encode(audio, &rt.pool);
     const int64_t frames = static_cast<int64_t>(codes.size()) / codec.codebooks();
     write_safetensors(out, {{"codes", DType::I32, {codec.codebooks(), frames}, codes.data(),

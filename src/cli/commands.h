@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "base/thread_pool.h"
 #include "cli/args.h"
+#include "models/fish_codec/codec.h"
 
 namespace duet::cli {
 
@@ -30,9 +31,15 @@ struct Runtime {
     ThreadPool pool;
     std::unique_ptr<Backend> backend;
 
-    // Says on stderr, when the backend is not the CPU, that `part` (the Fish codec, Transcribe's
-    // audio path) still runs on the CPU's threads: only the language models have GPU kernels.
+    // Says on stderr, when the backend is not the CPU, that `part` (the Fish codec's encoder,
+    // Transcribe's audio path) still runs on the CPU's threads.
     void note_cpu_part(const char* part) const;
+
+    // A stream decoder of `codec`'s frames on this runtime's device (the GPU's under --device cuda).
+    std::unique_ptr<fish_codec::FrameDecoder> codec_decoder(const fish_codec::FishCodec& codec);
+    // Frames a whole decode hands its decoder at a time: the CPU's bound on activation memory, or a
+    // larger chunk that keeps a GPU busy.
+    int64_t codec_chunk_frames() const;
 };
 
 // --threads (0 = every hardware thread).

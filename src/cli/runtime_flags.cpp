@@ -6,6 +6,7 @@
 
 #ifdef DUET_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_codec_decoder.h"
 #endif
 
 namespace duet::cli {
@@ -34,8 +35,19 @@ Runtime::Runtime(const Args& args) : pool(threads_flag(args)), backend(backend_f
 
 void Runtime::note_cpu_part(const char* part) const {
     if (backend->name() == "cpu") return;
-    std::fprintf(stderr, "note: %s runs on the CPU (%d threads); --device %.*s moves the language model only\n", part,
+    std::fprintf(stderr, "note: %s runs on the CPU (%d threads); --device %.*s does not move it\n", part,
                  pool.size(), static_cast<int>(backend->name().size()), backend->name().data());
+}
+
+std::unique_ptr<fish_codec::FrameDecoder> Runtime::codec_decoder(const fish_codec::FishCodec& codec) {
+#ifdef DUET_HAVE_CUDA
+    if (backend->name() == "cuda") return cuda::make_cuda_codec_decoder(codec);
+#endif
+    return std::make_unique<fish_codec::StreamingDecoder>(codec, &pool);
+}
+
+int64_t Runtime::codec_chunk_frames() const {
+    return backend->name() == "cpu" ? fish_codec::FishCodec::kDecodeChunkFrames : 32;
 }
 
 }  // namespace duet::cli

@@ -14,12 +14,7 @@ namespace duet::fish_codec {
 
 namespace {
 
-// Whole decodes and encodes run as streams in chunks of this many frames, which bounds the
-// activations' memory (the result is the same: chunked and whole runs agree to the bit). Measured on
-// two cores with the real codec: chunks of 8 frames decode about twice as fast as chunks of 32, whose
-// last blocks' activations (tens of MB each) come fresh from the kernel on every call and fault in
-// page by page.
-constexpr int64_t kCodecChunkFrames = 8;
+constexpr int64_t kCodecChunkFrames = FishCodec::kDecodeChunkFrames;
 
 void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, float* z, ThreadPool* pool) {
     const int64_t steps = static_cast<int64_t>(codes.size());
@@ -164,19 +159,35 @@ FishCodec FishCodec::random(const Config& config, uint64_t seed, ThreadPool* poo
 }
 
 std::vector<float> FishCodec::decode(std::span<const int32_t> codes, int64_t frames, ThreadPool* pool) const {
-    require(frames >= 0 && static_cast<int64_t>(codes.size()) == codebooks() * frames, "codec decode: ", codes.size(),
-            " codes for ", frames, " frames of ", codebooks(), " codebooks");
-    const std::vector<int32_t> frame_major = to_frame_major(codes, codebooks(), frames);
     StreamingDecoder stream(*this, pool);
+    return decode_in_chunks(stream, codes, codebooks(), frames, kCodecChunkFrames);
+}
+
+std::vector<float> decode_in_chunks(FrameDecoder& decoder, std::span<const int32_t> codes, int64_t codebooks,
+                                    int64_t frames, int64_t chunk_frames) {
+    require(frames >= 0 && static_cast<int64_t>(codes.size()) == codebooks * frames, "codec decode: ", codes.size(),
+            " codes for ", frames, " frames of ", codebooks, " codebooks");
+    require(chunk_frames > 0, "codec decode: chunks of ", chunk_frames, " frames");
+    const std::vector<int32_t> frame_major = to_frame_major(codes, codebooks, frames);
     std::vector<float> audio;
-    audio.reserve(static_cast<size_t>(frames * samples_per_frame()));
-    for (int64_t f = 0; f < frames; f += kCodecChunkFrames) {
-        const int64_t n = std::min(kCodecChunkFrames, frames - f);
-        const std::vector<float> part = stream.push(std::span(frame_major).subspan(
-            static_cast<size_t>(f * codebooks()), static_cast<size_t>(n * codebooks())));
+    for (int64_t f = 0; f < frames; f += chunk_frames) {
+        const int64_t n = std::min(chunk_frames, frames - f);
+        const std::vector<float> part = decoder.push(
+            std::span(frame_major).subspan(static_cast<size_t>(f * codebooks), static_cast<size_t>(n * codebooks)));
+        if (f == 0) audio.reserve(part.size() / static_cast<size_t>(n) * static_cast<size_t>(frames));
         audio.insert(audio.end(), part.begin(), part.end());
     }
     return audio;
+}
+
+void check_frame_codes(std::span<const int32_t> frame_major, int64_t codebooks, int64_t first_frame) {
+    require(frame_major.size() % static_cast<size_t>(codebooks) == 0, "codec stream: ", frame_major.size(),
+            " codes is not a whole number of frames of ", codebooks, " codebooks");
+    for (size_t i = 0; i < frame_major.size(); ++i) {
+        const int32_t code = frame_major[i];
+        require(code >= 0, "codec decode: negative code ", code, " in frame ",
+                first_frame + static_cast<int64_t>(i) / codebooks, ", codebook ", static_cast<int64_t>(i) % codebooks);
+    }
 }
 
 std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPool* pool, int64_t chunk_frames) const {
@@ -230,8 +241,7 @@ std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) 
     const Config& c = *config_;
     const Weights& w = *weights_;
     const int64_t books = 1 + c.n_codebooks;
-    require(frame_major.size() % static_cast<size_t>(books) == 0, "codec stream: ", frame_major.size(),
-            " codes is not a whole number of frames of ", books, " codebooks");
+    check_frame_codes(frame_major, books, frames_);
     const int64_t frames = static_cast<int64_t>(frame_major.size()) / books;
     if (frames == 0) return {};
 
@@ -241,11 +251,9 @@ std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) 
     for (int64_t b = 0; b < books; ++b) {
         const Codebook& cb = b == 0 ? w.semantic[0] : w.residual[static_cast<size_t>(b - 1)];
         std::vector<int32_t> column(static_cast<size_t>(frames));
-        for (int64_t f = 0; f < frames; ++f) {
-            const int32_t code = frame_major[static_cast<size_t>(f * books + b)];
-            require(code >= 0, "codec decode: negative code ", code, " in frame ", frames_ + f, ", codebook ", b);
-            column[static_cast<size_t>(f)] = static_cast<int32_t>(std::min<int64_t>(code, cb.size - 1));
-        }
+        for (int64_t f = 0; f < frames; ++f)
+            column[static_cast<size_t>(f)] =
+                static_cast<int32_t>(std::min<int64_t>(frame_major[static_cast<size_t>(f * books + b)], cb.size - 1));
         add_codebook_rows(cb, column, x.data(), pool_);
     }
 

@@ -1,6 +1,7 @@
 #include "models/fish_codec/wav_stream.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/error.h"
 
@@ -8,7 +9,11 @@ namespace duet::fish_codec {
 
 WavStream::WavStream(const FishCodec& codec, const std::string& path, ThreadPool* pool, WavSampleFormat format,
                      Decoding decoding)
-    : codebooks_(codec.codebooks()), decoder_(codec, pool), writer_(path, codec.sample_rate(), format) {
+    : WavStream(codec, std::make_unique<StreamingDecoder>(codec, pool), path, format, decoding) {}
+
+WavStream::WavStream(const FishCodec& codec, std::unique_ptr<FrameDecoder> decoder, const std::string& path,
+                     WavSampleFormat format, Decoding decoding)
+    : codebooks_(codec.codebooks()), decoder_(std::move(decoder)), writer_(path, codec.sample_rate(), format) {
     if (decoding == Decoding::Background) worker_ = std::thread([this] { decode_in_background(); });
 }
 
@@ -36,7 +41,7 @@ void WavStream::add(std::span<const int32_t> codes) {
 
 void WavStream::decode(std::span<const int32_t> codes) {
     if (codes.empty()) return;
-    const std::vector<float> samples = decoder_.push(codes);
+    const std::vector<float> samples = decoder_->push(codes);
     writer_.append(samples.data(), samples.size());
     if (first_audio_s_ == 0.0) {
         first_audio_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -29,7 +30,11 @@ public:
     // Frames per chunk: the first, then every later one.
     static constexpr int64_t kFirstChunk = 4, kChunk = 16;
 
+    // Decodes with the codec on the CPU (StreamingDecoder on `pool`).
     WavStream(const FishCodec& codec, const std::string& path, ThreadPool* pool,
+              WavSampleFormat format = WavSampleFormat::Pcm16, Decoding decoding = Decoding::InCall);
+    // Decodes with `decoder`, a stream of `codec`'s frames on any device.
+    WavStream(const FishCodec& codec, std::unique_ptr<FrameDecoder> decoder, const std::string& path,
               WavSampleFormat format = WavSampleFormat::Pcm16, Decoding decoding = Decoding::InCall);
     // Without finish(), a background decoder stops and what it had not decoded is dropped.
     ~WavStream();
@@ -50,13 +55,13 @@ public:
 
 private:
     // Frames in the next chunk: a small first one, then larger ones. Read only by whoever decodes.
-    int64_t next_chunk_frames() const { return decoder_.frames_decoded() == 0 ? kFirstChunk : kChunk; }
+    int64_t next_chunk_frames() const { return decoder_->frames_decoded() == 0 ? kFirstChunk : kChunk; }
     void decode(std::span<const int32_t> codes);
     void decode_in_background();
     void stop_background(bool drop_pending);
 
     int64_t codebooks_;
-    StreamingDecoder decoder_;
+    std::unique_ptr<FrameDecoder> decoder_;
     WavWriter writer_;
     std::vector<int32_t> pending_;  // frame-major codes not decoded yet
     int64_t frames_ = 0;
