@@ -1,6 +1,6 @@
 // duet bench on the tiny presets: the sequence state's capacity (--ctx) is reported, defaults to the
 // prompt and the decoded steps, and a capacity that cannot hold them is refused by name; the speech
-// benchmark's draws are bounded.
+// benchmark's draws are bounded, and its --speech frames reach the codec.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,6 +29,18 @@ TEST(BenchCli, CapacityDefaultsToThePromptAndTheSteps) {
     const testing::CliResult speech = run_duet(std::string("bench --arch drama3") + kSmall);
     ASSERT_EQ(speech.exit_code, 0) << speech.err;
     EXPECT_EQ(capacity_of(speech), 11);  // a frame more: the last one fed
+}
+
+// --speech N streams N more frames through the codec into a WAV file: the capacity makes room for
+// them, and the line gives their rate with the audio.
+TEST(BenchCli, SpeechFramesGoThroughTheCodec) {
+    const testing::CliResult r = run_duet(std::string("bench --arch drama3") + kSmall + " --speech 6");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json::Value line = json::parse(r.out, "bench output");
+    EXPECT_EQ(capacity_of(r), 17);
+    EXPECT_EQ(line.find("speech_frames")->as_int("speech_frames"), 6);
+    EXPECT_GT(line.find("speech_frames_per_s")->as_number("speech_frames_per_s"), 0.0);
+    EXPECT_GT(line.find("speech_real_time_factor")->as_number("speech_real_time_factor"), 0.0);
 }
 
 TEST(BenchCli, CtxSetsTheCapacity) {

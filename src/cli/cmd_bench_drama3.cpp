@@ -1,7 +1,11 @@
 // duet bench --arch drama3: prompt rows per second (backbone and teacher-forced tower) and frames
 // per second at batch 1 (candidate head, sampling, the 13-layer tower, the backbone step), with the
-// weight bytes a frame reads against the machine's memory bandwidth.
+// weight bytes a frame reads against the machine's memory bandwidth. With --speech N, also N frames
+// of speech with their audio, as `duet speak` makes them.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "base/error.h"
 #include "cli/bench_support.h"
@@ -10,14 +14,67 @@
 #include "models/drama3/presets.h"
 #include "models/drama3/random_weights.h"
 #include "models/drama3/speaker.h"
+#include "models/fish_codec/random_weights.h"
 
 namespace duet::cli {
+
+namespace {
+
+// The codec for --speech: --codec DIR, else random weights of the real codec's size (or the tiny
+// one's, with as many codebooks as the model writes, for a model that does not write the real ten).
+fish_codec::FishCodec speech_codec(const Args& args, Runtime& rt, int64_t codebooks) {
+    if (args.has("--codec")) return fish_codec::FishCodec::load(args.text("--codec"));
+    fish_codec::Config config = fish_codec::real_config();
+    if (1 + config.n_codebooks != codebooks) {
+        config = fish_codec::tiny_config();
+        config.n_codebooks = codebooks - 1;
+    }
+    return fish_codec::FishCodec::random(config, 1, &rt.pool);
+}
+
+// Frames per second of speech with its audio: each step's codes streamed through the codec (on
+// --device, beside the model where that is a GPU) into a WAV file, from the first step until the
+// file is finished.
+void add_speech_figures(json::Value& out, const Args& args, Runtime& rt, const drama3::Config& c,
+                        drama3::Speaker& speaker, const drama3::FrameSampling& sampling, int64_t frames) {
+    const fish_codec::FishCodec codec = speech_codec(args, rt, c.tower.num_codebooks);
+    require(codec.codebooks() == c.tower.num_codebooks, "the codec reads ", codec.codebooks(),
+            " codebooks but the model writes ", c.tower.num_codebooks);
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("duet-bench-speech-" + std::to_string(getpid()) + ".wav");
+    std::vector<int32_t> frame(static_cast<size_t>(c.frame_width()));
+    double seconds = 0.0;
+    {
+        fish_codec::WavStream audio(codec, rt.codec_decoder(codec), path.string(), WavSampleFormat::Pcm16,
+                                    rt.codec_decoding());
+        const auto start = Clock::now();
+        time_draws_until_fed(
+            frames, 8 * frames + 64,
+            [&] {
+                const bool fed = speaker.step(sampling, frame);
+                if (fed) audio.add(std::span<const int32_t>(frame).subspan(1));  // the codes, without the main token
+                return fed;
+            },
+            "drama3 bench --speech");
+        audio.finish();
+        seconds = seconds_since(start);
+    }
+    std::filesystem::remove(path);
+    const double audio_s = static_cast<double>(frames * codec.samples_per_frame()) / codec.sample_rate();
+    out.set("speech_codec", json::Value(args.has("--codec") ? args.text("--codec") : std::string("random")));
+    out.set("speech_frames", json::Value(frames));
+    out.set("speech_frames_per_s", json::Value(static_cast<double>(frames) / seconds));
+    out.set("speech_real_time_factor", json::Value(audio_s / seconds));
+}
+
+}  // namespace
 
 int bench_drama3(const Args& args) {
     const bool random = random_weights_flag(args);
     const int64_t prompt_rows = args.integer_or("--prompt", 512, 2, 1 << 20);
     const int64_t frames = args.integer_or("--decode", 16, 1, 1 << 20);
-    const int64_t capacity = bench_capacity(args, prompt_rows + frames + 1);
+    const int64_t speech_frames = args.integer_or("--speech", 0, 0, 1 << 20);
+    const int64_t capacity = bench_capacity(args, prompt_rows + frames + speech_frames + 1);
     Runtime rt(args);
 
     const auto load_start = Clock::now();
@@ -94,6 +151,7 @@ int bench_drama3(const Args& args) {
     out.set("frame_weight_bytes", json::Value(static_cast<int64_t>(weight_bytes)));
     out.set("frame_state_bytes", json::Value(static_cast<int64_t>(state_bytes)));
     add_bandwidth_figures(out, rt, args, bytes_per_frame / frame_s / 1e9);
+    if (speech_frames > 0) add_speech_figures(out, args, rt, c, *speaker, sampling, speech_frames);
     std::printf("%s\n", json::dump(out).c_str());
     return 0;
 }

@@ -139,11 +139,7 @@ int run_speak(const Argv& argv) {
         codec.emplace(fish_codec::FishCodec::load(args.text_or("--codec", dir)));
         require(codec->codebooks() == c.tower.num_codebooks, "the codec reads ", codec->codebooks(),
                 " codebooks but the model writes ", c.tower.num_codebooks);
-        // On a GPU the codec decodes on a thread (and a CUDA stream) of its own while the model makes
-        // the next frames; on the CPU the two would share the same threads.
-        const bool on_cpu = rt.backend->name() == "cpu";
-        audio.emplace(*codec, rt.codec_decoder(*codec), out_path, WavSampleFormat::Pcm16,
-                      on_cpu ? fish_codec::Decoding::InCall : fish_codec::Decoding::Background);
+        audio.emplace(*codec, rt.codec_decoder(*codec), out_path, WavSampleFormat::Pcm16, rt.codec_decoding());
     }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(dir + "/tokenizer.json");
     std::optional<text::ReferenceVoice> voice;

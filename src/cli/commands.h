@@ -9,6 +9,7 @@
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "models/fish_codec/codec.h"
+#include "models/fish_codec/wav_stream.h"
 
 namespace duet::cli {
 
@@ -40,6 +41,9 @@ struct Runtime {
     // Frames a whole decode hands its decoder at a time: the CPU's bound on activation memory, or a
     // larger chunk that keeps a GPU busy.
     int64_t codec_chunk_frames() const;
+    // How a WAV stream decodes: in the call on the CPU, where the codec and the model share the
+    // threads; on a thread of its own (and a CUDA stream) while a GPU makes the next frames.
+    fish_codec::Decoding codec_decoding() const;
 };
 
 // --threads (0 = every hardware thread).

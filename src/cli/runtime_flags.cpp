@@ -46,6 +46,10 @@ std::unique_ptr<fish_codec::FrameDecoder> Runtime::codec_decoder(const fish_code
     return std::make_unique<fish_codec::StreamingDecoder>(codec, &pool);
 }
 
+fish_codec::Decoding Runtime::codec_decoding() const {
+    return backend->name() == "cpu" ? fish_codec::Decoding::InCall : fish_codec::Decoding::Background;
+}
+
 int64_t Runtime::codec_chunk_frames() const {
     return backend->name() == "cpu" ? fish_codec::FishCodec::kDecodeChunkFrames : 32;
 }
