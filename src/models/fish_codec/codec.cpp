@@ -273,7 +273,9 @@ std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) 
     }
     snake(w.decoder_snake, x.data(), steps, pool_);
     x = causal_conv(w.decoder_out, decoder_out_, x.data(), steps, pool_);
-    for (float& v : x) v = std::tanh(v);
+    parallel_for(pool_, static_cast<int64_t>(x.size()), 4096, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) x[static_cast<size_t>(i)] = std::tanh(x[static_cast<size_t>(i)]);
+    });
     frames_ += frames;
     return x;
 }

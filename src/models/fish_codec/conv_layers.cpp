@@ -29,6 +29,18 @@ void add_bias_rows(float* out, int64_t rows, const std::vector<float>& bias, Thr
 
 }  // namespace
 
+void keep_last_rows(std::vector<float>& history, int64_t context, const float* x, int64_t steps, int64_t width) {
+    if (context == 0) return;
+    float* h = history.data();
+    if (steps >= context) {
+        std::memcpy(h, x + (steps - context) * width, static_cast<size_t>(context * width) * sizeof(float));
+    } else {
+        // The history's last context - steps rows move to the front, then x's rows follow them.
+        std::memmove(h, h + steps * width, static_cast<size_t>((context - steps) * width) * sizeof(float));
+        std::memcpy(h + (context - steps) * width, x, static_cast<size_t>(steps * width) * sizeof(float));
+    }
+}
+
 ConvState new_state(const Conv& conv) {
     return {std::vector<float>(static_cast<size_t>(conv.context() * conv.in), 0.0f)};
 }
@@ -56,11 +68,12 @@ std::vector<float> causal_conv(const Conv& conv, ConvState& state, const float* 
     if (conv.kernel == 1 && conv.stride == 1) {
         cpu::matmul(conv.matrix(), x, steps, out.data(), pool);
     } else {
-        // The input with its left context in front: padded row r is input step r - context.
-        std::vector<float> padded(static_cast<size_t>((context + steps) * in));
-        std::copy(state.history.begin(), state.history.end(), padded.begin());
-        std::memcpy(padded.data() + context * in, x, static_cast<size_t>(steps * in) * sizeof(float));
-
+        // Windows are gathered straight from the history and x (padded row r is the history's row r
+        // below `context`, else input step r - context): a padded copy of the input would be one
+        // thread's memcpy of every conv's whole input.
+        const auto padded_row = [&](int64_t r) {
+            return r < context ? state.history.data() + r * in : x + (r - context) * in;
+        };
         const int64_t window = conv.kernel * in;
         const int64_t tile = std::max<int64_t>(16, kGatherFloats / window);
         // On a cache line, so that the product's loads of a window do not straddle two where the
@@ -73,14 +86,13 @@ std::vector<float> causal_conv(const Conv& conv, ConvState& state, const float* 
                     float* dst = gathered.data() + t * window;
                     const int64_t first = (t0 + t) * conv.stride;
                     for (int64_t k = 0; k < conv.kernel; ++k)
-                        std::memcpy(dst + k * in, padded.data() + (first + k * conv.dilation) * in,
+                        std::memcpy(dst + k * in, padded_row(first + k * conv.dilation),
                                     static_cast<size_t>(in) * sizeof(float));
                 }
             });
             cpu::matmul(conv.matrix(), gathered.data(), rows, out.data() + t0 * conv.out, pool);
         }
-        if (context > 0)
-            std::copy(padded.end() - context * in, padded.end(), state.history.begin());
+        keep_last_rows(state.history, context, x, steps, in);
     }
     add_bias_rows(out.data(), out_steps, conv.bias, pool);
     return out;
@@ -120,12 +132,24 @@ std::vector<float> conv_transpose(const ConvTranspose& conv, ConvTransposeState&
 
 void residual_unit(const ResidualUnit& unit, ResidualUnitState& state, std::vector<float>& x, int64_t steps,
                    ThreadPool* pool) {
-    std::vector<float> y = x;
+    const int64_t width = unit.conv1.in;
+    std::vector<float> y(x.size());
+    // The copy and the sum below are spread over the pool: on one thread they were a fixed share of
+    // every unit that more threads did not shorten.
+    parallel_for(pool, steps, std::max<int64_t>(1, 16384 / width), [&](int64_t begin, int64_t end) {
+        std::memcpy(y.data() + begin * width, x.data() + begin * width, static_cast<size_t>((end - begin) * width) * sizeof(float));
+    });
     snake(unit.snake1, y.data(), steps, pool);
     y = causal_conv(unit.conv1, state.conv1, y.data(), steps, pool);
     snake(unit.snake2, y.data(), steps, pool);
     y = causal_conv(unit.conv2, state.conv2, y.data(), steps, pool);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    add_rows(x.data(), y.data(), steps, width, pool);
+}
+
+void add_rows(float* x, const float* y, int64_t steps, int64_t width, ThreadPool* pool) {
+    parallel_for(pool, steps, std::max<int64_t>(1, 16384 / width), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin * width; i < end * width; ++i) x[i] += y[i];
+    });
 }
 
 }  // namespace duet::fish_codec

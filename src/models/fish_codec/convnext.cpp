@@ -19,9 +19,8 @@ float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752
 std::vector<float> depthwise_causal_conv(const DepthwiseConv& conv, ConvState& state, const float* x, int64_t steps,
                                          ThreadPool* pool) {
     const int64_t c_dim = conv.channels, context = conv.kernel - 1;
-    std::vector<float> padded(static_cast<size_t>((context + steps) * c_dim));
-    std::copy(state.history.begin(), state.history.end(), padded.begin());
-    std::memcpy(padded.data() + context * c_dim, x, static_cast<size_t>(steps * c_dim) * sizeof(float));
+    // Padded row r: the history's row r below `context`, else input step r - context.
+    const auto padded_row = [&](int64_t r) { return r < context ? state.history.data() + r * c_dim : x + (r - context) * c_dim; };
     std::vector<float> out(static_cast<size_t>(steps * c_dim));
     parallel_for(pool, steps, std::max<int64_t>(1, 8192 / (c_dim * conv.kernel)), [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
@@ -29,12 +28,12 @@ std::vector<float> depthwise_causal_conv(const DepthwiseConv& conv, ConvState& s
             std::copy(conv.bias.begin(), conv.bias.end(), dst);
             for (int64_t k = 0; k < conv.kernel; ++k) {
                 const float* w = conv.weight.data() + k * c_dim;
-                const float* src = padded.data() + (t + k) * c_dim;
+                const float* src = padded_row(t + k);
                 for (int64_t c = 0; c < c_dim; ++c) dst[c] += w[c] * src[c];
             }
         }
     });
-    if (context > 0) std::copy(padded.end() - context * c_dim, padded.end(), state.history.begin());
+    keep_last_rows(state.history, context, x, steps, c_dim);
     return out;
 }
 
@@ -72,9 +71,11 @@ void convnext(const ConvNeXt& block, ConvNeXtState& state, std::vector<float>& x
     });
     y = linear(block.pwconv2, hidden.data(), steps, pool);
     const int64_t c_dim = block.pwconv2.out;
-    for (int64_t t = 0; t < steps; ++t)
-        for (int64_t c = 0; c < c_dim; ++c)
-            x[static_cast<size_t>(t * c_dim + c)] += block.gamma[static_cast<size_t>(c)] * y[static_cast<size_t>(t * c_dim + c)];
+    parallel_for(pool, steps, std::max<int64_t>(1, 16384 / c_dim), [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t)
+            for (int64_t c = 0; c < c_dim; ++c)
+                x[static_cast<size_t>(t * c_dim + c)] += block.gamma[static_cast<size_t>(c)] * y[static_cast<size_t>(t * c_dim + c)];
+    });
 }
 
 }  // namespace duet::fish_codec

@@ -126,6 +126,11 @@ void residual_unit(const ResidualUnit& unit, ResidualUnitState& state, std::vect
 void convnext(const ConvNeXt& block, ConvNeXtState& state, std::vector<float>& x, int64_t steps, ThreadPool* pool);
 void transformer(const Transformer& t, TransformerState& state, std::vector<float>& x, int64_t steps,
                  ThreadPool* pool);
+// x += y over [steps, width], spread over the pool.
+void add_rows(float* x, const float* y, int64_t steps, int64_t width, ThreadPool* pool);
+// history = the last `context` rows (of `width`) of [history; x], x having `steps` rows.
+void keep_last_rows(std::vector<float>& history, int64_t context, const float* x, int64_t steps, int64_t width);
+
 // [steps, in] → [steps, out] (plus bias).
 std::vector<float> linear(const Linear& l, const float* x, int64_t steps, ThreadPool* pool);
 
