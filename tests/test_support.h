@@ -61,8 +61,9 @@ double max_abs_difference(const Actual* actual, const Expected* expected, size_t
     return worst;
 }
 
-template <typename Actual, typename Expected>
-double max_abs_difference(const std::vector<Actual>& actual, const std::vector<Expected>& expected) {
+template <typename Actual, typename ActualAllocator, typename Expected, typename ExpectedAllocator>
+double max_abs_difference(const std::vector<Actual, ActualAllocator>& actual,
+                          const std::vector<Expected, ExpectedAllocator>& expected) {
     if (actual.size() != expected.size()) return INFINITY;
     return max_abs_difference(actual.data(), expected.data(), actual.size());
 }

@@ -21,15 +21,15 @@ void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, fl
     std::vector<float> embedded(static_cast<size_t>(steps * cb.dim));
     for (int64_t t = 0; t < steps; ++t)
         std::copy_n(cb.entries.data() + codes[static_cast<size_t>(t)] * cb.dim, cb.dim, embedded.data() + t * cb.dim);
-    const std::vector<float> projected = linear(cb.out_proj, embedded.data(), steps, pool);
+    const Signal projected = linear(cb.out_proj, embedded.data(), steps, pool);
     for (size_t i = 0; i < projected.size(); ++i) z[i] += projected[i];
 }
 
 // The nearest code to each row of `latent` by cosine (the distance between L2-normalised vectors,
 // computed as fish does: |e|² - 2 e·c + |c|²); subtracts the chosen code's projection from `latent`.
-std::vector<int32_t> quantize(const Codebook& cb, std::vector<float>& latent, int64_t steps, ThreadPool* pool) {
+std::vector<int32_t> quantize(const Codebook& cb, Signal& latent, int64_t steps, ThreadPool* pool) {
     const int64_t width = cb.out_proj.out;
-    std::vector<float> projected = linear(cb.in_proj, latent.data(), steps, pool);
+    const Signal projected = linear(cb.in_proj, latent.data(), steps, pool);
     std::vector<float> code_squares(static_cast<size_t>(cb.size));
     for (int64_t k = 0; k < cb.size; ++k) {
         float s = 0.0f;
@@ -96,7 +96,7 @@ struct EncoderStates {
 };
 
 // The latent ([frames, latent width], before quantisation) of samples `x`, a whole number of frames.
-std::vector<float> encode_latent(const Weights& w, EncoderStates& s, std::vector<float> x, ThreadPool* pool) {
+Signal encode_latent(const Weights& w, EncoderStates& s, Signal x, ThreadPool* pool) {
     int64_t steps = static_cast<int64_t>(x.size());
     auto run_conv = [&](const Conv& conv, ConvState& state) {
         x = causal_conv(conv, state, x.data(), steps, pool);
@@ -203,10 +203,10 @@ std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPoo
     for (int64_t f = 0; f < frames; f += chunk) {
         const int64_t n = std::min(chunk, frames - f);
         // The chunk's samples, the last chunk padded with zeros to whole frames.
-        std::vector<float> chunk_samples(static_cast<size_t>(n * per_frame), 0.0f);
+        Signal chunk_samples(static_cast<size_t>(n * per_frame), 0.0f);
         const std::span<const float> rest = samples.subspan(static_cast<size_t>(f * per_frame));
         std::copy_n(rest.begin(), std::min(rest.size(), chunk_samples.size()), chunk_samples.begin());
-        std::vector<float> latent = encode_latent(w, states, std::move(chunk_samples), pool);
+        Signal latent = encode_latent(w, states, std::move(chunk_samples), pool);
         require(static_cast<int64_t>(latent.size()) == n * config_->latent_dim, "codec encode: internal frame count mismatch");
         // The semantic code, then residual codes of what it leaves.
         int64_t book = 0;
@@ -247,7 +247,7 @@ std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) 
 
     // Sum of every codebook's projected entry, codes clamped to the codebook as fish-speech does.
     int64_t steps = frames;
-    std::vector<float> x(static_cast<size_t>(steps * c.latent_dim), 0.0f);
+    Signal x(static_cast<size_t>(steps * c.latent_dim), 0.0f);
     for (int64_t b = 0; b < books; ++b) {
         const Codebook& cb = b == 0 ? w.semantic[0] : w.residual[static_cast<size_t>(b - 1)];
         std::vector<int32_t> column(static_cast<size_t>(frames));
@@ -273,11 +273,12 @@ std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) 
     }
     snake(w.decoder_snake, x.data(), steps, pool_);
     x = causal_conv(w.decoder_out, decoder_out_, x.data(), steps, pool_);
+    std::vector<float> audio(x.size());
     parallel_for(pool_, static_cast<int64_t>(x.size()), 4096, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) x[static_cast<size_t>(i)] = std::tanh(x[static_cast<size_t>(i)]);
+        for (int64_t i = begin; i < end; ++i) audio[static_cast<size_t>(i)] = std::tanh(x[static_cast<size_t>(i)]);
     });
     frames_ += frames;
-    return x;
+    return audio;
 }
 
 std::vector<int32_t> to_frame_major(std::span<const int32_t> codes, int64_t codebooks, int64_t frames) {

@@ -51,18 +51,18 @@ ConvTransposeState new_state(const ConvTranspose& conv) {
 
 ResidualUnitState new_state(const ResidualUnit& unit) { return {new_state(unit.conv1), new_state(unit.conv2)}; }
 
-std::vector<float> linear(const Linear& l, const float* x, int64_t steps, ThreadPool* pool) {
-    std::vector<float> out(static_cast<size_t>(steps * l.out));
+Signal linear(const Linear& l, const float* x, int64_t steps, ThreadPool* pool) {
+    Signal out(static_cast<size_t>(steps * l.out));
     if (steps == 0) return out;
     cpu::matmul(l.matrix(), x, steps, out.data(), pool);
     add_bias_rows(out.data(), steps, l.bias, pool);
     return out;
 }
 
-std::vector<float> causal_conv(const Conv& conv, ConvState& state, const float* x, int64_t steps, ThreadPool* pool) {
+Signal causal_conv(const Conv& conv, ConvState& state, const float* x, int64_t steps, ThreadPool* pool) {
     require(steps % conv.stride == 0, "causal conv: ", steps, " steps is not a multiple of the stride ", conv.stride);
     const int64_t in = conv.in, context = conv.context(), out_steps = steps / conv.stride;
-    std::vector<float> out(static_cast<size_t>(out_steps * conv.out));
+    Signal out(static_cast<size_t>(out_steps * conv.out));
     if (steps == 0) return out;
 
     if (conv.kernel == 1 && conv.stride == 1) {
@@ -98,14 +98,14 @@ std::vector<float> causal_conv(const Conv& conv, ConvState& state, const float* 
     return out;
 }
 
-std::vector<float> conv_transpose(const ConvTranspose& conv, ConvTransposeState& state, const float* x, int64_t steps,
+Signal conv_transpose(const ConvTranspose& conv, ConvTransposeState& state, const float* x, int64_t steps,
                                   ThreadPool* pool) {
     const int64_t s = conv.stride, o_dim = conv.out, taps = conv.kernel * o_dim;
     const bool overlaps = conv.kernel == 2 * s;
-    std::vector<float> out(static_cast<size_t>(steps * s * o_dim));
+    Signal out(static_cast<size_t>(steps * s * o_dim));
     if (steps == 0) return out;
     // products[q] holds input step q times every tap: tap j lands on output step q·s + j.
-    std::vector<float> products(static_cast<size_t>(steps * taps));
+    Signal products(static_cast<size_t>(steps * taps));
     cpu::matmul(conv.matrix(), x, steps, products.data(), pool);
     parallel_for(pool, steps, std::max<int64_t>(1, 4096 / (s * o_dim)), [&](int64_t begin, int64_t end) {
         for (int64_t q = begin; q < end; ++q) {
@@ -130,10 +130,10 @@ std::vector<float> conv_transpose(const ConvTranspose& conv, ConvTransposeState&
     return out;
 }
 
-void residual_unit(const ResidualUnit& unit, ResidualUnitState& state, std::vector<float>& x, int64_t steps,
+void residual_unit(const ResidualUnit& unit, ResidualUnitState& state, Signal& x, int64_t steps,
                    ThreadPool* pool) {
     const int64_t width = unit.conv1.in;
-    std::vector<float> y(x.size());
+    Signal y(x.size());
     // The copy and the sum below are spread over the pool: on one thread they were a fixed share of
     // every unit that more threads did not shorten.
     parallel_for(pool, steps, std::max<int64_t>(1, 16384 / width), [&](int64_t begin, int64_t end) {

@@ -16,12 +16,12 @@ constexpr float kLayerNormEps = 1e-6f;
 float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 
 // out[t, c] = bias[c] + Σₖ w[k, c] · padded[t + k, c], with the history in front of x.
-std::vector<float> depthwise_causal_conv(const DepthwiseConv& conv, ConvState& state, const float* x, int64_t steps,
+Signal depthwise_causal_conv(const DepthwiseConv& conv, ConvState& state, const float* x, int64_t steps,
                                          ThreadPool* pool) {
     const int64_t c_dim = conv.channels, context = conv.kernel - 1;
     // Padded row r: the history's row r below `context`, else input step r - context.
     const auto padded_row = [&](int64_t r) { return r < context ? state.history.data() + r * c_dim : x + (r - context) * c_dim; };
-    std::vector<float> out(static_cast<size_t>(steps * c_dim));
+    Signal out(static_cast<size_t>(steps * c_dim));
     parallel_for(pool, steps, std::max<int64_t>(1, 8192 / (c_dim * conv.kernel)), [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
             float* dst = out.data() + t * c_dim;
@@ -62,10 +62,10 @@ ConvState new_state(const DepthwiseConv& conv) {
 
 ConvNeXtState new_state(const ConvNeXt& block) { return {new_state(block.dwconv)}; }
 
-void convnext(const ConvNeXt& block, ConvNeXtState& state, std::vector<float>& x, int64_t steps, ThreadPool* pool) {
-    std::vector<float> y = depthwise_causal_conv(block.dwconv, state.dwconv, x.data(), steps, pool);
+void convnext(const ConvNeXt& block, ConvNeXtState& state, Signal& x, int64_t steps, ThreadPool* pool) {
+    Signal y = depthwise_causal_conv(block.dwconv, state.dwconv, x.data(), steps, pool);
     layer_norm_rows(y.data(), steps, block.norm_weight, block.norm_bias, pool);
-    std::vector<float> hidden = linear(block.pwconv1, y.data(), steps, pool);
+    Signal hidden = linear(block.pwconv1, y.data(), steps, pool);
     parallel_for(pool, static_cast<int64_t>(hidden.size()), 16384, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) hidden[static_cast<size_t>(i)] = gelu(hidden[static_cast<size_t>(i)]);
     });

@@ -8,11 +8,16 @@
 #include <vector>
 
 #include "base/aligned_vector.h"
+#include "base/uninitialized_vector.h"
 #include "base/thread_pool.h"
 #include "models/fish_codec/config.h"
 #include "tensor/matrix.h"
 
 namespace duet::fish_codec {
+
+// Activations [steps, channels]: each layer writes its output whole, so it is made uninitialised
+// (base/uninitialized_vector.h).
+using Signal = UninitializedVector<float>;
 
 // The weights of a product, on a cache line (base/aligned_vector.h).
 using MatrixWeights = CacheAlignedVector<float>;
@@ -115,16 +120,16 @@ TransformerState new_state(const Transformer& t);
 // ---- Forward, on `steps` time steps ----
 
 // [steps, in] → [steps / stride, out]; steps must be a multiple of the stride.
-std::vector<float> causal_conv(const Conv& conv, ConvState& state, const float* x, int64_t steps, ThreadPool* pool);
+Signal causal_conv(const Conv& conv, ConvState& state, const float* x, int64_t steps, ThreadPool* pool);
 // [steps, in] → [steps · stride, out].
-std::vector<float> conv_transpose(const ConvTranspose& conv, ConvTransposeState& state, const float* x, int64_t steps,
+Signal conv_transpose(const ConvTranspose& conv, ConvTransposeState& state, const float* x, int64_t steps,
                                   ThreadPool* pool);
 // In place on [steps, channels].
 void snake(const Snake& s, float* x, int64_t steps, ThreadPool* pool);
-void residual_unit(const ResidualUnit& unit, ResidualUnitState& state, std::vector<float>& x, int64_t steps,
+void residual_unit(const ResidualUnit& unit, ResidualUnitState& state, Signal& x, int64_t steps,
                    ThreadPool* pool);
-void convnext(const ConvNeXt& block, ConvNeXtState& state, std::vector<float>& x, int64_t steps, ThreadPool* pool);
-void transformer(const Transformer& t, TransformerState& state, std::vector<float>& x, int64_t steps,
+void convnext(const ConvNeXt& block, ConvNeXtState& state, Signal& x, int64_t steps, ThreadPool* pool);
+void transformer(const Transformer& t, TransformerState& state, Signal& x, int64_t steps,
                  ThreadPool* pool);
 // x += y over [steps, width], spread over the pool.
 void add_rows(float* x, const float* y, int64_t steps, int64_t width, ThreadPool* pool);
@@ -132,7 +137,7 @@ void add_rows(float* x, const float* y, int64_t steps, int64_t width, ThreadPool
 void keep_last_rows(std::vector<float>& history, int64_t context, const float* x, int64_t steps, int64_t width);
 
 // [steps, in] → [steps, out] (plus bias).
-std::vector<float> linear(const Linear& l, const float* x, int64_t steps, ThreadPool* pool);
+Signal linear(const Linear& l, const float* x, int64_t steps, ThreadPool* pool);
 
 // cos and sin of position · θᵢ for the head's dim / 2 interleaved pairs, rounded to bf16 (fish-speech
 // builds its table in bf16) and widened back to f32.

@@ -78,14 +78,14 @@ void windowed_attention(const float* q, int64_t q_stride, const float* keys, con
     });
 }
 
-void add_scaled(std::vector<float>& x, const std::vector<float>& y, const std::vector<float>& scale) {
+void add_scaled(Signal& x, const Signal& y, const std::vector<float>& scale) {
     const size_t width = scale.size();
     for (size_t i = 0; i < x.size(); ++i) x[i] += scale[i % width] * y[i];
 }
 
 }  // namespace
 
-void transformer(const Transformer& t, TransformerState& state, std::vector<float>& x, int64_t steps,
+void transformer(const Transformer& t, TransformerState& state, Signal& x, int64_t steps,
                  ThreadPool* pool) {
     const TransformerConfig& c = t.config;
     const int64_t dim = c.dim, width = c.attn_width(), half = c.head_dim / 2;
@@ -95,11 +95,11 @@ void transformer(const Transformer& t, TransformerState& state, std::vector<floa
     for (int64_t s = 0; s < steps; ++s)
         rope_table_bf16(state.position + s, c.head_dim, c.rope_base, cos.data() + s * half, sin.data() + s * half);
 
-    std::vector<float> normed(x.size()), attended(static_cast<size_t>(steps * width));
+    Signal normed(x.size()), attended(static_cast<size_t>(steps * width));
     for (size_t l = 0; l < t.layers.size(); ++l) {
         const TransformerLayer& layer = t.layers[l];
         cpu::rmsnorm(x.data(), layer.attention_norm.data(), steps, dim, c.norm_eps, normed.data(), pool);
-        std::vector<float> qkv = linear(layer.wqkv, normed.data(), steps, pool);
+        Signal qkv = linear(layer.wqkv, normed.data(), steps, pool);
         for (int64_t s = 0; s < steps; ++s)
             for (int64_t h = 0; h < 2 * c.n_head; ++h)  // the query heads, then the key heads
                 rotate_pairs(qkv.data() + s * 3 * width + h * c.head_dim, half, cos.data() + s * half,
@@ -123,8 +123,8 @@ void transformer(const Transformer& t, TransformerState& state, std::vector<floa
         add_scaled(x, linear(layer.wo, attended.data(), steps, pool), layer.attention_scale);
 
         cpu::rmsnorm(x.data(), layer.ffn_norm.data(), steps, dim, c.norm_eps, normed.data(), pool);
-        std::vector<float> gate = linear(layer.w1, normed.data(), steps, pool);
-        const std::vector<float> up = linear(layer.w3, normed.data(), steps, pool);
+        Signal gate = linear(layer.w1, normed.data(), steps, pool);
+        const Signal up = linear(layer.w3, normed.data(), steps, pool);
         for (size_t i = 0; i < gate.size(); ++i) gate[i] = cpu::silu(gate[i]) * up[i];
         add_scaled(x, linear(layer.w2, gate.data(), steps, pool), layer.ffn_scale);
     }
