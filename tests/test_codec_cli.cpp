@@ -57,6 +57,16 @@ TEST_F(CodecCli, DecodeWritesSafetensorsAndWav) {
     EXPECT_EQ(clip.samples, audio);
 }
 
+TEST_F(CodecCli, AnUnknownCodecDeviceIsRefusedByName) {
+    write_tensor(tmp.file("codes.safetensors"), "codes");
+    std::string err;
+    EXPECT_EQ(run_duet("codec decode --codec " + codec_dir + " --codes " + tmp.file("codes.safetensors") + " --out " +
+                           tmp.file("audio.wav") + " --codec-device tpu",
+                       tmp, &err),
+              2);
+    EXPECT_NE(err.find("--codec-device is 'tpu', expected cpu or cuda"), std::string::npos) << err;
+}
+
 TEST_F(CodecCli, EncodeFromSafetensorsAndWav) {
     write_tensor(tmp.file("input.safetensors"), "encode_input");
     const std::vector<int32_t> reference = testing::read_i32(*expected.find("encode_codes"));

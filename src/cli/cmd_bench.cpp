@@ -44,7 +44,7 @@ void require_language_model(const std::string& arch) {
 int run_bench(const Argv& argv) {
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--ctx", "--threads", "--device",
                      "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds", "--products", "--speech",
-                     "--codec"},
+                     "--codec", "--codec-device"},
               {"--random-weights", "--no-encode"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
     for (const OwnBenchmark& own : kOwnBenchmarks) {

@@ -33,11 +33,12 @@ fish_codec::FishCodec speech_codec(const Args& args, Runtime& rt, int64_t codebo
 }
 
 // Frames per second of speech with its audio: each step's codes streamed through the codec (on
-// --device, beside the model where that is a GPU) into a WAV file, from the first step until the
-// file is finished.
+// --codec-device, beside the model unless both are on the CPU) into a WAV file, from the first step
+// until the file is finished.
 void add_speech_figures(json::Value& out, const Args& args, Runtime& rt, const drama3::Config& c,
                         drama3::Speaker& speaker, const drama3::FrameSampling& sampling, int64_t frames) {
     const fish_codec::FishCodec codec = speech_codec(args, rt, c.tower.num_codebooks);
+    rt.note_codec_device();
     require(codec.codebooks() == c.tower.num_codebooks, "the codec reads ", codec.codebooks(),
             " codebooks but the model writes ", c.tower.num_codebooks);
     const std::filesystem::path path =
@@ -62,6 +63,7 @@ void add_speech_figures(json::Value& out, const Args& args, Runtime& rt, const d
     std::filesystem::remove(path);
     const double audio_s = static_cast<double>(frames * codec.samples_per_frame()) / codec.sample_rate();
     out.set("speech_codec", json::Value(args.has("--codec") ? args.text("--codec") : std::string("random")));
+    out.set("speech_codec_device", json::Value(rt.codec_device));
     out.set("speech_frames", json::Value(frames));
     out.set("speech_frames_per_s", json::Value(static_cast<double>(frames) / seconds));
     out.set("speech_real_time_factor", json::Value(audio_s / seconds));

@@ -21,7 +21,7 @@ const char* kCodecUsage =
     "duet codec encode --codec DIR --audio IN.wav|IN.flac|IN.ogg|IN.safetensors --out FILE.safetensors";
 
 int decode(const Argv& argv) {
-    Args args(argv, {"--codec", "--codes", "--out", "--threads", "--device"}, {"--float"});
+    Args args(argv, {"--codec", "--codes", "--out", "--threads", "--device", "--codec-device"}, {"--float"});
     const std::string codes_path = args.text("--codes"), out = args.text("--out");
     const fish_codec::FishCodec codec = fish_codec::FishCodec::load(args.text("--codec"));
     const SafetensorsFile file = SafetensorsFile::open(codes_path);
@@ -31,6 +31,7 @@ int decode(const Argv& argv) {
             shape_to_string(t->shape), ", expected [", codec.codebooks(), ", frames]");
     const std::vector<int32_t> codes = read_i32(*t);
     Runtime rt(args);
+    rt.note_codec_device();
     const std::vector<float> audio = fish_codec::decode_in_chunks(*rt.codec_decoder(codec), codes, codec.codebooks(),
                                                                   t->shape[1], rt.codec_chunk_frames());
     if (out.ends_with(".safetensors")) {

@@ -1,7 +1,7 @@
 // duet bench --arch fish_codec: how fast the codec turns frames into audio on this machine, as one
 // JSON line. The real-time factor is seconds of audio per second of wall time (above 1: faster than
 // real time). Streaming decode is timed in the chunks a TTS loop would use (4 frames, then 16), with
-// the first chunk's latency on its own. Decoding runs on --device; encoding on the CPU.
+// the first chunk's latency on its own. Decoding runs on --codec-device; encoding on the CPU.
 #include <chrono>
 #include <cstdio>
 
@@ -84,6 +84,8 @@ int bench_fish_codec(const Args& args) {
     out.set("weights", json::Value(source));
     out.set("load_s", json::Value(load_s));
     add_runtime_figures(out, rt, nullptr);
+    out.set("backend", json::Value(rt.codec_device));  // where it decodes
+    rt.note_codec_device();
     out.set("frames", json::Value(frames));
     out.set("audio_s", json::Value(audio_s));
     out.set("decode_s", json::Value(decode_s));

@@ -119,7 +119,7 @@ int run_speak(const Argv& argv) {
     Args args(argv,
               {"--model", "--text", "--reference-audio-codes", "--reference-text", "--out", "--seed", "--temperature",
                "--top-k", "--top-p", "--max-frames", "--chunk-bytes", "--prompt-frames", "--dump", "--codec", "--threads",
-               "--device", "--ctx"},
+               "--device", "--ctx", "--codec-device"},
               {});
     const std::string dir = args.text("--model");
     const drama3::Model model = drama3::Model::load(dir);
@@ -140,6 +140,7 @@ int run_speak(const Argv& argv) {
         require(codec->codebooks() == c.tower.num_codebooks, "the codec reads ", codec->codebooks(),
                 " codebooks but the model writes ", c.tower.num_codebooks);
         audio.emplace(*codec, rt.codec_decoder(*codec), out_path, WavSampleFormat::Pcm16, rt.codec_decoding());
+        rt.note_codec_device();
     }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(dir + "/tokenizer.json");
     std::optional<text::ReferenceVoice> voice;

@@ -35,14 +35,19 @@ struct Runtime {
     // Says on stderr, when the backend is not the CPU, that `part` (the Fish codec's encoder,
     // Transcribe's audio path) still runs on the CPU's threads.
     void note_cpu_part(const char* part) const;
+    // Says on stderr, when the model runs on a GPU and the codec decodes on the CPU, how to move it.
+    void note_codec_device() const;
 
-    // A stream decoder of `codec`'s frames on this runtime's device (the GPU's under --device cuda).
+    // Where the Fish codec decodes: --codec-device cpu (the default) or cuda, apart from --device.
+    std::string codec_device;
+
+    // A stream decoder of `codec`'s frames on codec_device.
     std::unique_ptr<fish_codec::FrameDecoder> codec_decoder(const fish_codec::FishCodec& codec);
     // Frames a whole decode hands its decoder at a time: the CPU's bound on activation memory, or a
     // larger chunk that keeps a GPU busy.
     int64_t codec_chunk_frames() const;
-    // How a WAV stream decodes: in the call on the CPU, where the codec and the model share the
-    // threads; on a thread of its own (and a CUDA stream) while a GPU makes the next frames.
+    // How a WAV stream decodes: in the call where the codec and the model both run on the CPU and
+    // share its threads; else on a thread of its own while the model makes the next frames.
     fish_codec::Decoding codec_decoding() const;
 };
 

@@ -31,7 +31,27 @@ std::unique_ptr<Backend> backend_for(const std::string& device, ThreadPool& pool
 
 }  // namespace
 
-Runtime::Runtime(const Args& args) : pool(threads_flag(args)), backend(backend_for(args.text_or("--device", "cpu"), pool)) {}
+namespace {
+
+// The codec's decoder is on the CPU unless asked for: its GPU form is new (see README, GPU).
+std::string codec_device_for(const std::string& device) {
+    if (device == "cpu") return device;
+    if (device == "cuda") {
+#ifdef DUET_HAVE_CUDA
+        return device;
+#else
+        fail("--codec-device cuda: this duet was built without the CUDA part (no nvcc was found at build time)");
+#endif
+    }
+    throw UsageError{"--codec-device is '" + device + "', expected cpu or cuda"};
+}
+
+}  // namespace
+
+Runtime::Runtime(const Args& args)
+    : pool(threads_flag(args)),
+      backend(backend_for(args.text_or("--device", "cpu"), pool)),
+      codec_device(codec_device_for(args.text_or("--codec-device", "cpu"))) {}
 
 void Runtime::note_cpu_part(const char* part) const {
     if (backend->name() == "cpu") return;
@@ -39,19 +59,26 @@ void Runtime::note_cpu_part(const char* part) const {
                  pool.size(), static_cast<int>(backend->name().size()), backend->name().data());
 }
 
+void Runtime::note_codec_device() const {
+    if (backend->name() == "cpu" || codec_device != "cpu") return;
+    std::fprintf(stderr, "note: the Fish codec decodes on the CPU (%d threads); --codec-device cuda decodes it on the GPU\n",
+                 pool.size());
+}
+
 std::unique_ptr<fish_codec::FrameDecoder> Runtime::codec_decoder(const fish_codec::FishCodec& codec) {
 #ifdef DUET_HAVE_CUDA
-    if (backend->name() == "cuda") return cuda::make_cuda_codec_decoder(codec);
+    if (codec_device == "cuda") return cuda::make_cuda_codec_decoder(codec);
 #endif
     return std::make_unique<fish_codec::StreamingDecoder>(codec, &pool);
 }
 
 fish_codec::Decoding Runtime::codec_decoding() const {
-    return backend->name() == "cpu" ? fish_codec::Decoding::InCall : fish_codec::Decoding::Background;
+    const bool all_on_cpu = backend->name() == "cpu" && codec_device == "cpu";
+    return all_on_cpu ? fish_codec::Decoding::InCall : fish_codec::Decoding::Background;
 }
 
 int64_t Runtime::codec_chunk_frames() const {
-    return backend->name() == "cpu" ? fish_codec::FishCodec::kDecodeChunkFrames : 32;
+    return codec_device == "cpu" ? fish_codec::FishCodec::kDecodeChunkFrames : 32;
 }
 
 }  // namespace duet::cli
