@@ -150,14 +150,18 @@ CudaCodecDecoder::~CudaCodecDecoder() {
     }
 }
 
+void CudaCodecDecoder::product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t steps, float* y) {
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major y [steps, rows] = x [steps, cols] · Wᵀ: in cuBLAS's column-major terms, yᵀ = W · xᵀ.
+    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                             static_cast<int>(steps), static_cast<int>(cols), &one, w, static_cast<int>(cols), x,
+                             static_cast<int>(cols), &zero, y, static_cast<int>(rows)),
+                 "cublasSgemm");
+}
+
 void CudaCodecDecoder::linear(const fc::Linear& l, const float* x, int64_t steps, DeviceBuffer& out) {
     float* y = grown(out, steps * l.out);
-    const float one = 1.0f, zero = 0.0f;
-    // Row-major y [steps, out] = x [steps, in] · Wᵀ: in cuBLAS's column-major terms, yᵀ = W · xᵀ.
-    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out),
-                             static_cast<int>(steps), static_cast<int>(l.in), &one, (*weights_)(l.weight),
-                             static_cast<int>(l.in), x, static_cast<int>(l.in), &zero, y, static_cast<int>(l.out)),
-                 "cublasSgemm");
+    product((*weights_)(l.weight), l.out, l.in, x, steps, y);
     codec::add_bias_rows(y, (*weights_)(l.bias), steps, l.out, static_cast<cudaStream_t>(stream_));
 }
 
@@ -175,12 +179,7 @@ void CudaCodecDecoder::causal_conv(const fc::Conv& conv, RowHistory& history, co
         windows = gathered;
     }
     float* y = grown(out, out_steps * conv.out);
-    const float one = 1.0f, zero = 0.0f;
-    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N,
-                             static_cast<int>(conv.out), static_cast<int>(out_steps), static_cast<int>(window), &one,
-                             (*weights_)(conv.weight), static_cast<int>(window), windows, static_cast<int>(window),
-                             &zero, y, static_cast<int>(conv.out)),
-                 "cublasSgemm");
+    product((*weights_)(conv.weight), conv.out, window, windows, out_steps, y);
     codec::add_bias_rows(y, (*weights_)(conv.bias), out_steps, conv.out, stream);
     if (history.context > 0) {
         codec::keep_last_rows(history.rows.as<float>(), history.context, x, steps, history.width,
@@ -195,12 +194,7 @@ void CudaCodecDecoder::conv_transpose(const fc::ConvTranspose& conv, Overlap& ov
     const int64_t taps = conv.kernel * conv.out, s = conv.stride;
     const bool overlaps = conv.kernel == 2 * s;
     float* products = grown(gathered_, steps * taps);
-    const float one = 1.0f, zero = 0.0f;
-    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(taps),
-                             static_cast<int>(steps), static_cast<int>(conv.in), &one, (*weights_)(conv.weight),
-                             static_cast<int>(conv.in), x, static_cast<int>(conv.in), &zero, products,
-                             static_cast<int>(taps)),
-                 "cublasSgemm");
+    product((*weights_)(conv.weight), taps, conv.in, x, steps, products);
     codec::overlap_add(products, steps, s, conv.out, (*weights_)(conv.bias),
                        overlaps ? overlap.taps.as<float>() : nullptr, grown(out, steps * s * conv.out), stream);
     if (overlaps)

@@ -76,6 +76,8 @@ private:
     static RowHistory zero_history(int64_t context, int64_t width);
     static Overlap zero_overlap(const fish_codec::ConvTranspose& conv);
 
+    // y [steps, rows] = x [steps, cols] · Wᵀ for the row-major W [rows, cols], f32 on cuBLAS.
+    void product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t steps, float* y);
     // Each op reads `x` and writes its result into `out` (grown as needed), as its CPU namesake.
     void linear(const fish_codec::Linear& l, const float* x, int64_t steps, DeviceBuffer& out);
     void causal_conv(const fish_codec::Conv& conv, RowHistory& history, const float* x, int64_t steps,
