@@ -275,6 +275,7 @@ void CudaCodecDecoder::transformer(const fc::Transformer& t, std::vector<WindowC
     for (int64_t s = 0; s < steps; ++s)
         fc::rope_table_bf16(position_ + s, c.head_dim, c.rope_base, cos.data() + s * half, sin.data() + s * half);
     float* rope = grown(rope_, 2 * steps * half);
+    // Copies from pageable memory return once the bytes are staged, so cos and sin may go after them.
     DUET_CUDA_CHECK(cudaMemcpyAsync(rope, cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
     DUET_CUDA_CHECK(
         cudaMemcpyAsync(rope + steps * half, sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
@@ -318,8 +319,6 @@ void CudaCodecDecoder::transformer(const fc::Transformer& t, std::vector<WindowC
     codec::rms_norm_rows(x_.as<float>(), (*weights_)(t.norm), steps, dim, c.norm_eps, normed, stream);
     std::swap(x_, y_);
     position_ += steps;
-    // cos and sin are host vectors: the copies must have read them before they go.
-    DUET_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 std::vector<float> CudaCodecDecoder::push(std::span<const int32_t> frame_major) {
@@ -338,7 +337,7 @@ std::vector<float> CudaCodecDecoder::push(std::span<const int32_t> frame_major) 
     float* x = grown(x_, steps * c.latent_dim);
     DUET_CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(steps * c.latent_dim) * sizeof(float), stream));
     for (int64_t b = 0; b < books; ++b) {
-        const fc::Codebook& cb = b == 0 ? w.semantic[0] : w.residual[static_cast<size_t>(b - 1)];
+        const fc::Codebook& cb = w.codebook(b);
         codec::add_code_projection(x, codes, books, b, steps, (*weights_)(cb.entries), cb.size, cb.dim,
                                    (*weights_)(cb.out_proj.weight), (*weights_)(cb.out_proj.bias), cb.out_proj.out,
                                    stream);

@@ -14,8 +14,6 @@ namespace duet::fish_codec {
 
 namespace {
 
-constexpr int64_t kCodecChunkFrames = FishCodec::kDecodeChunkFrames;
-
 void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, float* z, ThreadPool* pool) {
     const int64_t steps = static_cast<int64_t>(codes.size());
     std::vector<float> embedded(static_cast<size_t>(steps * cb.dim));
@@ -160,7 +158,7 @@ FishCodec FishCodec::random(const Config& config, uint64_t seed, ThreadPool* poo
 
 std::vector<float> FishCodec::decode(std::span<const int32_t> codes, int64_t frames, ThreadPool* pool) const {
     StreamingDecoder stream(*this, pool);
-    return decode_in_chunks(stream, codes, codebooks(), frames, kCodecChunkFrames);
+    return decode_in_chunks(stream, codes, codebooks(), frames, kDecodeChunkFrames);
 }
 
 std::vector<float> decode_in_chunks(FrameDecoder& decoder, std::span<const int32_t> codes, int64_t codebooks,
@@ -192,7 +190,7 @@ void check_frame_codes(std::span<const int32_t> frame_major, int64_t codebooks, 
 
 std::vector<int32_t> FishCodec::encode(std::span<const float> samples, ThreadPool* pool, int64_t chunk_frames) const {
     require(chunk_frames >= 0, "codec encode: chunks of ", chunk_frames, " frames");
-    const int64_t chunk = chunk_frames > 0 ? chunk_frames : kCodecChunkFrames;
+    const int64_t chunk = chunk_frames > 0 ? chunk_frames : kDecodeChunkFrames;
     const Weights& w = *weights_;
     const int64_t per_frame = samples_per_frame();
     const int64_t frames = (static_cast<int64_t>(samples.size()) + per_frame - 1) / per_frame;
@@ -249,7 +247,7 @@ std::vector<float> StreamingDecoder::push(std::span<const int32_t> frame_major) 
     int64_t steps = frames;
     Signal x(static_cast<size_t>(steps * c.latent_dim), 0.0f);
     for (int64_t b = 0; b < books; ++b) {
-        const Codebook& cb = b == 0 ? w.semantic[0] : w.residual[static_cast<size_t>(b - 1)];
+        const Codebook& cb = w.codebook(b);
         std::vector<int32_t> column(static_cast<size_t>(frames));
         for (int64_t f = 0; f < frames; ++f)
             column[static_cast<size_t>(f)] =

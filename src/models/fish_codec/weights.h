@@ -41,6 +41,11 @@ struct Resample {
 };
 
 struct Weights {
+    // A frame's codebook `book`: the semantic one (0), then the residual ones.
+    const Codebook& codebook(int64_t book) const {
+        return book == 0 ? semantic[0] : residual[static_cast<size_t>(book - 1)];
+    }
+
     Conv encoder_in;
     std::vector<EncoderBlock> encoder_blocks;
     Snake encoder_snake;
