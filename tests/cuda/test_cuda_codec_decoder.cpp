@@ -80,8 +80,10 @@ TEST_F(CudaCodecDecoderTest, StreamedDecodeMatchesTheCpu) {
         fish_codec::StreamingDecoder cpu(codec, &pool);
         const std::vector<float> expected = push_in_chunks(cpu, frames, codec.codebooks(), {29});
         const auto weights = std::make_shared<const CudaCodecWeights>(codec);
-        // Chunks around the transformer's window of 8: some fit in it, one is longer.
-        for (const std::vector<int64_t>& chunks : std::vector<std::vector<int64_t>>{{1}, {4, 16}, {3, 7, 2}, {29}}) {
+        // Chunks around the transformer's window of 8: some fit in it, one is longer, and {2, 20} grows
+        // the key/value store while it holds rows.
+        const std::vector<std::vector<int64_t>> chunk_lists = {{1}, {4, 16}, {3, 7, 2}, {2, 20}, {29}};
+        for (const std::vector<int64_t>& chunks : chunk_lists) {
             CudaCodecDecoder gpu(weights);
             const std::vector<float> audio = push_in_chunks(gpu, frames, codec.codebooks(), chunks);
             const double diff = max_abs_difference(audio, expected);

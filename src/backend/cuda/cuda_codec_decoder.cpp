@@ -29,6 +29,8 @@ float* grown(DeviceBuffer& buffer, int64_t floats) {
     return buffer.as<float>();
 }
 
+// A zeroed buffer. The memset goes to the legacy default stream, which the decoder's non-blocking
+// stream does not wait for: the constructor waits for the device once all are made.
 DeviceBuffer zeros(size_t bytes) {
     DeviceBuffer buffer(bytes);
     if (bytes > 0) DUET_CUDA_CHECK(cudaMemset(buffer.data(), 0, bytes));
@@ -83,6 +85,9 @@ CudaCodecWeights::CudaCodecWeights(const fc::FishCodec& codec)
     }
     upload_layer(w.decoder_snake);
     upload_layer(w.decoder_out);
+    // A copy from pageable memory may return before its bytes reach the device, and a decoder's
+    // non-blocking stream is not ordered after the default stream's copies.
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void CudaCodecWeights::upload(const float* host, size_t count) {
@@ -140,6 +145,7 @@ CudaCodecDecoder::CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weigh
         block_units_.push_back(std::move(units));
     }
     decoder_out_ = zero_history(w.decoder_out.context(), w.decoder_out.in);
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());  // the zeroed state, before this stream reads it (zeros)
 }
 
 CudaCodecDecoder::~CudaCodecDecoder() {
@@ -271,14 +277,18 @@ void CudaCodecDecoder::transformer(const fc::Transformer& t, std::vector<WindowC
     const fc::TransformerConfig& c = t.config;
     const int64_t dim = c.dim, width = c.attn_width(), half = c.head_dim / 2;
 
-    std::vector<float> cos(static_cast<size_t>(steps * half)), sin(cos.size());
+    // The cos and sin tables, made on the host and copied without waiting: an asynchronous copy may
+    // read its source after the call returns, so the tables live in a member, which is written again
+    // only in the next push (once push has waited for its stream; the post-module is the decoder's
+    // one transformer, run once a push).
+    rope_host_.resize(static_cast<size_t>(2 * steps * half));
+    float* cos = rope_host_.data();
+    float* sin = cos + steps * half;
     for (int64_t s = 0; s < steps; ++s)
-        fc::rope_table_bf16(position_ + s, c.head_dim, c.rope_base, cos.data() + s * half, sin.data() + s * half);
+        fc::rope_table_bf16(position_ + s, c.head_dim, c.rope_base, cos + s * half, sin + s * half);
     float* rope = grown(rope_, 2 * steps * half);
-    // Copies from pageable memory return once the bytes are staged, so cos and sin may go after them.
-    DUET_CUDA_CHECK(cudaMemcpyAsync(rope, cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-    DUET_CUDA_CHECK(
-        cudaMemcpyAsync(rope + steps * half, sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    DUET_CUDA_CHECK(cudaMemcpyAsync(rope, rope_host_.data(), rope_host_.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                    stream));
 
     float* normed = grown(y_, steps * dim);
     for (size_t l = 0; l < t.layers.size(); ++l) {

@@ -108,6 +108,7 @@ private:
 
     // Activations: x_ is the running signal; the others are scratch, grown to the largest chunk.
     DeviceBuffer x_, y_, z_, gathered_, hidden_, up_, attended_, codes_, rope_;
+    std::vector<float> rope_host_;  // the source of rope_'s copy, alive until push waits for it
 };
 
 // The decoder for `codec` on the GPU, for code that sees only fish_codec::FrameDecoder.

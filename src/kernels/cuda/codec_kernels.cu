@@ -12,6 +12,8 @@ namespace {
 constexpr int kThreads = 256;
 // A row's reductions (norms, attention) take a block of this many threads.
 constexpr int kRowThreads = 256;
+// The attention kernel's static shared memory for its block reductions (one float a warp, at most 32).
+constexpr int kReduceFloats = 32;
 
 unsigned blocks_for(int64_t count) {
     return static_cast<unsigned>(std::max<int64_t>(1, (count + kThreads - 1) / kThreads));
@@ -152,7 +154,7 @@ __global__ void windowed_attention_kernel(const float* q, int64_t q_stride, cons
                                           int64_t total, int64_t steps, int64_t n_head, int64_t head_dim,
                                           int64_t window, float* out) {
     extern __shared__ float scores[];
-    __shared__ float reduce[32];
+    __shared__ float reduce[kReduceFloats];
     const int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head, width = n_head * head_dim;
     const int64_t last = total - steps + t, first = max(int64_t{0}, last - window + 1), count = last - first + 1;
     const float* query = q + t * q_stride + h * head_dim;
@@ -289,7 +291,9 @@ void windowed_attention(const float* q, int64_t q_stride, const float* keys, con
     if (steps == 0) return;
     const int64_t visible = std::min(window, total);
     const size_t shared_bytes = static_cast<size_t>(visible) * sizeof(float);
-    require(shared_bytes <= 48 * 1024, "codec attention: a window of ", visible, " keys does not fit a block");
+    // The scores beside the kernel's 32 floats of static shared memory, within a block's default 48 KiB.
+    require(shared_bytes + kReduceFloats * sizeof(float) <= 48 * 1024, "codec attention: a window of ", visible,
+            " keys does not fit a block");
     windowed_attention_kernel<<<static_cast<unsigned>(steps * n_head), kRowThreads, shared_bytes, stream>>>(
         q, q_stride, keys, values, total, steps, n_head, head_dim, window, out);
     DUET_CUDA_CHECK_LAUNCH("windowed_attention_kernel");
