@@ -290,7 +290,9 @@ void windowed_attention(const float* q, int64_t q_stride, const float* keys, con
                         cudaStream_t stream) {
     if (steps == 0) return;
     const int64_t visible = std::min(window, total);
-    const size_t shared_bytes = static_cast<size_t>(visible) * sizeof(float);
+    // Whole groups of four scores: the compiler reads the last few scores as one 16-byte load (found
+    // by compute-sanitizer), whatever their count.
+    const size_t shared_bytes = static_cast<size_t>((visible + 3) / 4 * 4) * sizeof(float);
     // The scores beside the kernel's 32 floats of static shared memory, within a block's default 48 KiB.
     require(shared_bytes + kReduceFloats * sizeof(float) <= 48 * 1024, "codec attention: a window of ", visible,
             " keys does not fit a block");
