@@ -38,7 +38,7 @@ struct Runtime {
     // Says on stderr, when the model runs on a GPU and the codec decodes on the CPU, how to move it.
     void note_codec_device() const;
 
-    // Where the Fish codec decodes: --codec-device cpu (the default) or cuda, apart from --device.
+    // Where the Fish codec decodes: --codec-device cpu or cuda, by default where --device runs the model.
     std::string codec_device;
 
     // A stream decoder of `codec`'s frames on codec_device.

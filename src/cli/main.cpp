@@ -59,7 +59,7 @@ const char* kUsage =
     "\n"
     "common flags: --threads N (default: all hardware threads), --ctx N (state capacity, default 4096),\n"
     "              --device cpu|cuda (default cpu),\n"
-    "              --codec-device cpu|cuda (speak, codec decode, bench: where the codec decodes; default cpu)\n";
+    "              --codec-device cpu|cuda (speak, codec decode, bench: where the codec decodes; default: --device)\n";
 
 // The usage's lines about one command (its first line starts "  COMMAND ", the lines after it that
 // start further in belong to it too) and the common flags; empty for a command the usage does not name.

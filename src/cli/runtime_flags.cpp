@@ -33,7 +33,7 @@ std::unique_ptr<Backend> backend_for(const std::string& device, ThreadPool& pool
 
 namespace {
 
-// The codec's decoder is on the CPU unless asked for: its GPU form is new (see README, GPU).
+// Where the codec's decoder runs: --codec-device, else the model's --device.
 std::string codec_device_for(const std::string& device) {
     if (device == "cpu") return device;
     if (device == "cuda") {
@@ -51,7 +51,7 @@ std::string codec_device_for(const std::string& device) {
 Runtime::Runtime(const Args& args)
     : pool(threads_flag(args)),
       backend(backend_for(args.text_or("--device", "cpu"), pool)),
-      codec_device(codec_device_for(args.text_or("--codec-device", "cpu"))) {}
+      codec_device(codec_device_for(args.text_or("--codec-device", args.text_or("--device", "cpu")))) {}
 
 void Runtime::note_cpu_part(const char* part) const {
     if (backend->name() == "cpu") return;
