@@ -17,33 +17,31 @@ int64_t context_flag(const Args& args) { return args.integer_or("--ctx", 4096, 1
 
 namespace {
 
-std::unique_ptr<Backend> backend_for(const std::string& device, ThreadPool& pool) {
-    if (device == "cpu") return make_cpu_backend(&pool);
-    if (device == "cuda") {
-#ifdef DUET_HAVE_CUDA
-        return make_cuda_backend();
-#else
-        fail("--device cuda: this duet was built without the CUDA part (no nvcc was found at build time)");
-#endif
-    }
-    throw UsageError{"--device is '" + device + "', expected cpu or cuda"};
-}
-
-}  // namespace
-
-namespace {
-
-// Where the codec's decoder runs: --codec-device, else the model's --device.
-std::string codec_device_for(const std::string& device) {
+// `device` as given to `flag` (cpu or cuda); cuda only where the CUDA part is built.
+std::string checked_device(const char* flag, const std::string& device) {
     if (device == "cpu") return device;
     if (device == "cuda") {
 #ifdef DUET_HAVE_CUDA
         return device;
 #else
-        fail("--codec-device cuda: this duet was built without the CUDA part (no nvcc was found at build time)");
+        fail(flag, " cuda: this duet was built without the CUDA part (no nvcc was found at build time)");
 #endif
     }
-    throw UsageError{"--codec-device is '" + device + "', expected cpu or cuda"};
+    throw UsageError{std::string(flag) + " is '" + device + "', expected cpu or cuda"};
+}
+
+std::unique_ptr<Backend> backend_for(const std::string& device, ThreadPool& pool) {
+    if (checked_device("--device", device) == "cuda") {
+#ifdef DUET_HAVE_CUDA
+        return make_cuda_backend();
+#endif
+    }
+    return make_cpu_backend(&pool);
+}
+
+// Where the codec's decoder runs: --codec-device, else the model's --device.
+std::string codec_device_for(const Args& args) {
+    return checked_device("--codec-device", args.text_or("--codec-device", args.text_or("--device", "cpu")));
 }
 
 }  // namespace
@@ -51,7 +49,7 @@ std::string codec_device_for(const std::string& device) {
 Runtime::Runtime(const Args& args)
     : pool(threads_flag(args)),
       backend(backend_for(args.text_or("--device", "cpu"), pool)),
-      codec_device(codec_device_for(args.text_or("--codec-device", args.text_or("--device", "cpu")))) {}
+      codec_device(codec_device_for(args)) {}
 
 void Runtime::note_cpu_part(const char* part) const {
     if (backend->name() == "cpu") return;

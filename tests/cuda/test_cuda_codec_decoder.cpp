@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <random>
+#include <string>
 
 #include "backend/cuda/cuda_codec_decoder.h"
 #include "cuda_test_support.h"
