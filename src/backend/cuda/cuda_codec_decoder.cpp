@@ -29,11 +29,11 @@ float* grown(DeviceBuffer& buffer, int64_t floats) {
     return buffer.as<float>();
 }
 
-// A zeroed buffer. The memset goes to the legacy default stream, which the decoder's non-blocking
-// stream does not wait for: the constructor waits for the device once all are made.
-DeviceBuffer zeros(size_t bytes) {
+// A buffer zeroed on `stream`: work queued on that stream afterwards sees the zeros, and nothing
+// else on the device has to finish first.
+DeviceBuffer zeros(size_t bytes, cudaStream_t stream) {
     DeviceBuffer buffer(bytes);
-    if (bytes > 0) DUET_CUDA_CHECK(cudaMemset(buffer.data(), 0, bytes));
+    if (bytes > 0) DUET_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0, bytes, stream));
     return buffer;
 }
 
@@ -109,13 +109,14 @@ const float* CudaCodecWeights::find(const float* host, size_t count) const {
 CudaCodecDecoder::RowHistory CudaCodecDecoder::zero_history(int64_t context, int64_t width) {
     RowHistory h;
     h.context = context, h.width = width;
-    h.rows = zeros(static_cast<size_t>(context * width) * sizeof(float));
+    h.rows = zeros(static_cast<size_t>(context * width) * sizeof(float), static_cast<cudaStream_t>(stream_));
     h.next = DeviceBuffer(static_cast<size_t>(context * width) * sizeof(float));
     return h;
 }
 
 CudaCodecDecoder::Overlap CudaCodecDecoder::zero_overlap(const fc::ConvTranspose& conv) {
-    return {zeros(static_cast<size_t>((conv.kernel - conv.stride) * conv.out) * sizeof(float))};
+    return {zeros(static_cast<size_t>((conv.kernel - conv.stride) * conv.out) * sizeof(float),
+                  static_cast<cudaStream_t>(stream_))};
 }
 
 CudaCodecDecoder::CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weights) : weights_(std::move(weights)) {
@@ -145,7 +146,6 @@ CudaCodecDecoder::CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weigh
         block_units_.push_back(std::move(units));
     }
     decoder_out_ = zero_history(w.decoder_out.context(), w.decoder_out.in);
-    DUET_CUDA_CHECK(cudaDeviceSynchronize());  // the zeroed state, before this stream reads it (zeros)
 }
 
 CudaCodecDecoder::~CudaCodecDecoder() {

@@ -73,8 +73,9 @@ private:
         RowHistory conv1, conv2;
     };
 
-    static RowHistory zero_history(int64_t context, int64_t width);
-    static Overlap zero_overlap(const fish_codec::ConvTranspose& conv);
+    // Zeroed on the decoder's own stream, which every later use of the state follows.
+    RowHistory zero_history(int64_t context, int64_t width);
+    Overlap zero_overlap(const fish_codec::ConvTranspose& conv);
 
     // y [steps, rows] = x [steps, cols] · Wᵀ for the row-major W [rows, cols], f32 on cuBLAS.
     void product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t steps, float* y);
