@@ -49,6 +49,7 @@ int bench_transcribe(const Args& args) {
         source = args.text("--model");
         loaded.emplace(transcribe::Perception::load(source));
     }
+    loaded->run_encoder_layers_on(rt.speech_encoder_layers());
     const transcribe::Perception& perception = *loaded;
     const double load_s = seconds_since(load_start);
 
@@ -65,7 +66,8 @@ int bench_transcribe(const Args& args) {
     o.set("weights", json::Value(source));
     o.set("weight_bytes", json::Value(static_cast<int64_t>(perception.tensor_bytes())));
     o.set("load_s", json::Value(load_s));
-    add_runtime_figures(o, rt, "Transcribe's audio path");
+    add_runtime_figures(o, rt, nullptr);
+    rt.note_cpu_part(kTranscribeCpuPart);
     o.set("audio_seconds", json::Value(audio_seconds));
     o.set("audio_tokens", json::Value(out.audio_tokens));
     o.set("windows", json::Value(out.windows));

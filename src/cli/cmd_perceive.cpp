@@ -12,12 +12,13 @@ namespace duet::cli {
 int run_perceive(const Argv& argv) {
     Args args(argv, {"--model", "--audio", "--out", "--threads", "--device"}, {});
     const std::string out_path = args.text("--out");
-    const transcribe::Perception perception = transcribe::Perception::load(args.text("--model"));
+    transcribe::Perception perception = transcribe::Perception::load(args.text("--model"));
     const transcribe::PerceptionConfig& c = perception.config();
     const std::vector<float> wave =
         audio::read_speech_input(args.text("--audio"), static_cast<int>(c.mel.sample_rate));
     Runtime rt(args);
-    rt.note_cpu_part("Transcribe's audio path");
+    perception.run_encoder_layers_on(rt.speech_encoder_layers());
+    rt.note_cpu_part(kTranscribeCpuPart);
     const transcribe::PerceptionOutput out = perception.perceive(wave, &rt.pool);
 
     const int64_t frames = out.encoder_frames, speakers = c.sortformer.speakers;

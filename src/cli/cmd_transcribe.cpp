@@ -34,7 +34,7 @@ int run_transcribe(const Argv& argv) {
     }
     const std::string dir = args.text("--model");
 
-    const transcribe::Transcriber transcriber = transcribe::Transcriber::load(dir);
+    transcribe::Transcriber transcriber = transcribe::Transcriber::load(dir);
     if (args.has("--speculative") && !transcriber.llm().has_draft()) {
         std::fprintf(stderr, "duet transcribe: %s has no draft module (mtp.*): decoding without speculation\n",
                      dir.c_str());
@@ -45,7 +45,8 @@ int run_transcribe(const Argv& argv) {
     options.max_new_tokens = args.integer_or("--max-tokens", options.max_new_tokens, 1, 1 << 24);
     options.context = args.has("--ctx") ? context_flag(args) : 0;
     Runtime rt(args);
-    rt.note_cpu_part("Transcribe's audio path (encoders and speaker head)");
+    transcriber.run_encoder_layers_on(rt.speech_encoder_layers());
+    rt.note_cpu_part(kTranscribeCpuPart);
     const double rate = static_cast<double>(transcriber.perception().config().mel.sample_rate);
 
     for (const std::string& file : files) {

@@ -11,6 +11,10 @@
 #include "models/fish_codec/codec.h"
 #include "models/fish_codec/wav_stream.h"
 
+namespace duet::transcribe {
+class EncoderLayers;
+}
+
 namespace duet::cli {
 
 using Argv = std::vector<std::string>;
@@ -41,6 +45,10 @@ struct Runtime {
     // Where the Fish codec decodes: --codec-device cpu or cuda, by default where --device runs the model.
     std::string codec_device;
 
+    // Where Transcribe's speech encoders run their layers: the GPU's form with --device cuda, else
+    // null (the CPU's threads).
+    std::shared_ptr<transcribe::EncoderLayers> speech_encoder_layers() const;
+
     // A stream decoder of `codec`'s frames on codec_device.
     std::unique_ptr<fish_codec::FrameDecoder> codec_decoder(const fish_codec::FishCodec& codec);
     // Frames a whole decode hands its decoder at a time: the CPU's bound on activation memory, or a
@@ -50,6 +58,11 @@ struct Runtime {
     // share its threads; else on a thread of its own while the model makes the next frames.
     fish_codec::Decoding codec_decoding() const;
 };
+
+// What of Transcribe's audio path stays on the CPU under --device cuda (note_cpu_part).
+inline constexpr const char* kTranscribeCpuPart =
+    "the rest of Transcribe's audio path (front end, encoder inputs, speaker head, fusion; the encoders' layers "
+    "run on the GPU)";
 
 // --threads (0 = every hardware thread).
 int threads_flag(const Args& args);

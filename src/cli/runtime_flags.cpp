@@ -7,6 +7,7 @@
 #ifdef DUET_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_codec_decoder.h"
+#include "backend/cuda/cuda_speech_encoder.h"
 #endif
 
 namespace duet::cli {
@@ -61,6 +62,13 @@ void Runtime::note_codec_device() const {
     if (backend->name() == "cpu" || codec_device != "cpu") return;
     std::fprintf(stderr, "note: the Fish codec decodes on the CPU (%d threads); --codec-device cuda decodes it on the GPU\n",
                  pool.size());
+}
+
+std::shared_ptr<transcribe::EncoderLayers> Runtime::speech_encoder_layers() const {
+#ifdef DUET_HAVE_CUDA
+    if (backend->name() == "cuda") return cuda::make_cuda_encoder_layers();
+#endif
+    return nullptr;
 }
 
 std::unique_ptr<fish_codec::FrameDecoder> Runtime::codec_decoder(const fish_codec::FishCodec& codec) {

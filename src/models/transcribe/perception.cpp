@@ -80,9 +80,10 @@ PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, Th
 
     const EncodingPlan plan = plan_windows(c.windows, out.audio_tokens, out.encoder_frames);
     out.windows = static_cast<int64_t>(plan.windows.size());
-    out.asr_hidden = encode_asr_branch(c, weights_.asr, out.mel_normalized, plan, pool);
+    out.asr_hidden = encode_asr_branch(c, weights_.asr, out.mel_normalized, plan, pool, encoder_layers_.get());
     out.seconds.asr_encoder = lap(start);
-    out.spk_probs_10ms = speaker_branch_probs_10ms(c, weights_.speaker, weights_.head, out.mel_raw, plan, pool);
+    out.spk_probs_10ms = speaker_branch_probs_10ms(c, weights_.speaker, weights_.head, out.mel_raw, plan, pool,
+                                                  encoder_layers_.get());
     out.spk_probs = average_per_frame(c.sortformer, out.spk_probs_10ms, out.encoder_frames);
     out.spk_active = speaker_activity(c.sortformer, out.spk_probs);
     out.seconds.speaker_branch = lap(start);

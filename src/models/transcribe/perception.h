@@ -82,6 +82,10 @@ public:
     // (config().windows.window audio tokens, 40 s) is encoded window by window.
     PerceptionOutput perceive(const std::vector<float>& waveform_16k, ThreadPool* pool = nullptr) const;
 
+    // Runs both encoders' layers there from now on (null: on the CPU's threads again); the front end,
+    // the stacking products, the Sortformer head and the fusion stay on the CPU.
+    void run_encoder_layers_on(std::shared_ptr<EncoderLayers> layers) { encoder_layers_ = std::move(layers); }
+
 private:
     Perception(PerceptionConfig config, PerceptionWeights weights, size_t tensor_bytes);
     static Perception bind(const PerceptionConfig& config, const TensorLookup& lookup, const std::string& source,
@@ -91,6 +95,7 @@ private:
     PerceptionWeights weights_;
     audio::LogMelFrontEnd front_end_;
     size_t tensor_bytes_ = 0;
+    std::shared_ptr<EncoderLayers> encoder_layers_;
 };
 
 // The checkpoint names of the perception's parts.

@@ -117,7 +117,11 @@ std::vector<float> stack_and_project(const EncoderConfig& c, const EncoderWeight
 }
 
 void encode_projected(const EncoderConfig& c, const EncoderWeights& w, std::vector<float>& x, int64_t n, int64_t keys,
-                      ThreadPool* pool) {
+                      ThreadPool* pool, EncoderLayers* layers) {
+    if (layers != nullptr) {
+        layers->run(c, w, x, n, keys);
+        return;
+    }
     const int64_t width = c.width;
     cpu::layer_norm(x.data(), n, width, w.embed_norm.weight.data(), w.embed_norm.bias.data(), c.norm_eps, x.data(),
                     pool);
@@ -156,10 +160,10 @@ void encode_projected(const EncoderConfig& c, const EncoderWeights& w, std::vect
 }
 
 std::vector<float> encode(const EncoderConfig& c, const EncoderWeights& w, const float* mel, int64_t mel_frames,
-                          int64_t valid_mel, ThreadPool* pool) {
+                          int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers) {
     std::vector<float> x = stack_and_project(c, w, mel, mel_frames, valid_mel, pool);
     const int64_t n = (mel_frames + c.stacking - 1) / c.stacking;
-    encode_projected(c, w, x, n, (valid_mel + c.stacking - 1) / c.stacking, pool);
+    encode_projected(c, w, x, n, (valid_mel + c.stacking - 1) / c.stacking, pool, layers);
     return x;
 }
 

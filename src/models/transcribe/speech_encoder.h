@@ -41,14 +41,25 @@ struct EncoderWeights {
     std::vector<EncoderLayerWeights> layers;
 };
 
+// Where embed_norm, the layers and final_norm of an encoder run (encode_projected's work): the
+// CPU's threads unless a form for another device is given (backend/cuda/cuda_speech_encoder.h).
+class EncoderLayers {
+public:
+    virtual ~EncoderLayers() = default;
+    // encode_projected's contract: x [n, width] in place, every frame attending to the first `keys`.
+    virtual void run(const EncoderConfig& config, const EncoderWeights& weights, std::vector<float>& x, int64_t n,
+                     int64_t keys) = 0;
+};
+
 // `prefix` ends with a dot, e.g. "perception.encoder.asr_encoder.".
 EncoderWeights bind_encoder(const EncoderConfig& config, WeightBinder& binder, const std::string& prefix);
 
 // Encodes mel rows [mel_frames, feat_in] of which the first `valid_mel` hold audio (the rest are
 // treated as zeros). Returns [ceil(mel_frames / stacking), width]; frames past
 // ceil(valid_mel / stacking) are computed too but attend only to the valid ones.
+// `layers`, when given, runs the layers (encode_projected's part) instead of the CPU.
 std::vector<float> encode(const EncoderConfig& config, const EncoderWeights& weights, const float* mel,
-                          int64_t mel_frames, int64_t valid_mel, ThreadPool* pool);
+                          int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers = nullptr);
 
 // The two halves of encode(), for the streaming speaker branch, which caches projected frames.
 // Feature stacking and pre_encode.proj: [ceil(mel_frames / stacking), width].
@@ -57,7 +68,7 @@ std::vector<float> stack_and_project(const EncoderConfig& config, const EncoderW
 // embed_norm, the layers and final_norm over n projected frames, in place; every frame attends to
 // the first `keys` frames.
 void encode_projected(const EncoderConfig& config, const EncoderWeights& weights, std::vector<float>& x, int64_t n,
-                      int64_t keys, ThreadPool* pool);
+                      int64_t keys, ThreadPool* pool, EncoderLayers* layers = nullptr);
 
 // Shared by the encoders, the Sortformer head and the fusion.
 void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool);

@@ -72,6 +72,10 @@ public:
                 const std::string& source);
 
     const Perception& perception() const { return perception_; }
+    // Perception::run_encoder_layers_on.
+    void run_encoder_layers_on(std::shared_ptr<EncoderLayers> layers) {
+        perception_.run_encoder_layers_on(std::move(layers));
+    }
     const nemotron_h::Model& llm() const { return llm_; }
     const text::Tokenizer& tokenizer() const { return *tokenizer_; }
     int32_t end_id() const { return end_id_; }

@@ -1,0 +1,186 @@
+#include "backend/cuda/cuda_speech_encoder.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include "base/error.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/codec_kernels.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/speech_encoder_kernels.h"
+
+namespace duet::cuda {
+
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* call) {
+    require(status == CUBLAS_STATUS_SUCCESS, "cuBLAS call ", call, " failed (status ", static_cast<int>(status), ")");
+}
+
+// `buffer` holding at least `floats` floats; its contents are not kept when it grows (freeing the old
+// block waits for the device).
+float* grown(DeviceBuffer& buffer, int64_t floats) {
+    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+    if (buffer.size_bytes() < bytes) buffer = DeviceBuffer(bytes);
+    return buffer.as<float>();
+}
+
+}  // namespace
+
+CudaEncoderLayers::CudaEncoderLayers() {
+    cudaStream_t stream = nullptr;
+    DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    stream_ = stream;
+    cublasHandle_t cublas = nullptr;
+    check_cublas(cublasCreate(&cublas), "cublasCreate");
+    cublas_ = cublas;
+    check_cublas(cublasSetStream(cublas, stream), "cublasSetStream");
+    // Plain f32 products, as the CPU computes them (no TF32).
+    check_cublas(cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+}
+
+CudaEncoderLayers::~CudaEncoderLayers() {
+    if (cublas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+    if (stream_ != nullptr) {
+        cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+        cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+    }
+}
+
+const float* CudaEncoderLayers::matrix(const MatrixView& w) {
+    auto it = weights_.find(w.data);
+    if (it != weights_.end()) return it->second.as<float>();
+    require(w.dtype == DType::F32 || w.dtype == DType::BF16, "speech encoder on the GPU: weights of type ",
+            dtype_name(w.dtype), " (expected f32 or bf16)");
+    const int64_t count = w.rows * w.cols;
+    DeviceBuffer widened(static_cast<size_t>(count) * sizeof(float));
+    if (w.dtype == DType::F32) {
+        widened.copy_from_host(w.data, static_cast<size_t>(count) * sizeof(float));
+    } else {
+        DeviceBuffer raw(static_cast<size_t>(count) * sizeof(uint16_t));
+        raw.copy_from_host(w.data, static_cast<size_t>(count) * sizeof(uint16_t));
+        widen_to_f32(raw.data(), WeightType::BF16, count, widened.as<float>(), static_cast<cudaStream_t>(stream_));
+        DUET_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));  // before `raw` is freed
+    }
+    return weights_.emplace(w.data, std::move(widened)).first->second.as<float>();
+}
+
+const float* CudaEncoderLayers::vector(const std::vector<float>& v) {
+    if (v.empty()) return nullptr;
+    auto it = weights_.find(v.data());
+    if (it != weights_.end()) return it->second.as<float>();
+    return weights_.emplace(v.data(), DeviceBuffer::from_vector(v)).first->second.as<float>();
+}
+
+void CudaEncoderLayers::product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y) {
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major y [n, rows] = x [n, cols] · Wᵀ: in cuBLAS's column-major terms, yᵀ = W · xᵀ.
+    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                             static_cast<int>(n), static_cast<int>(cols), &one, w, static_cast<int>(cols), x,
+                             static_cast<int>(cols), &zero, y, static_cast<int>(rows)),
+                 "cublasSgemm");
+}
+
+void CudaEncoderLayers::linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y, float* acc) {
+    const auto stream = static_cast<cudaStream_t>(stream_);
+    const int64_t rows = l.weight.rows;
+    product(matrix(l.weight), rows, l.weight.cols, x, n, y);
+    if (!l.bias.empty()) codec::add_bias_rows(y, vector(l.bias), n, rows, stream);
+    if (acc != nullptr) codec::add_scaled_rows(acc, nullptr, y, n, rows, stream);
+}
+
+void CudaEncoderLayers::layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width,
+                                   float eps, float* out) {
+    const auto stream = static_cast<cudaStream_t>(stream_);
+    if (out != x) {
+        DUET_CUDA_CHECK(cudaMemcpyAsync(out, x, static_cast<size_t>(n * width) * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, stream));
+    }
+    codec::layer_norm_rows(out, vector(norm.weight), vector(norm.bias), n, width, eps, stream);
+}
+
+void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const float* qkv, int64_t n, int64_t keys,
+                                  float* out) {
+    const auto cublas = static_cast<cublasHandle_t>(cublas_);
+    const int64_t width = c.width, hd = c.head_dim(), heads = c.heads;
+    float* scores = grown(scores_, heads * n * keys);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), one = 1.0f, zero = 0.0f;
+    const int row = static_cast<int>(3 * width);
+    // Head h's scores, row-major [n, keys] (column-major keys × n): S(i, j) = scale · q_i · k_j.
+    check_cublas(cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(keys),
+                                           static_cast<int>(n), static_cast<int>(hd), &scale, qkv + width, row, hd,
+                                           qkv, row, hd, &zero, scores, static_cast<int>(keys), keys * n,
+                                           static_cast<int>(heads)),
+                 "cublasSgemmStridedBatched (scores)");
+    speech::softmax_rows(scores, heads * n, keys, static_cast<cudaStream_t>(stream_));
+    // out[i, h · hd + d] = Σ_j P(i, j) · v_j[d]: column-major hd × n with leading dimension width.
+    check_cublas(cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(hd),
+                                           static_cast<int>(n), static_cast<int>(keys), &one, qkv + 2 * width, row,
+                                           hd, scores, static_cast<int>(keys), keys * n, &zero, out,
+                                           static_cast<int>(width), hd, static_cast<int>(heads)),
+                 "cublasSgemmStridedBatched (values)");
+}
+
+void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe::EncoderWeights& w,
+                            std::vector<float>& host_x, int64_t n, int64_t keys) {
+    require(n >= 0 && keys >= 1 && keys <= n && host_x.size() == static_cast<size_t>(n * c.width),
+            "speech encoder on the GPU: ", n, " frames of width ", c.width, " attending to ", keys,
+            " (expected 1 to n keys and n · width values)");
+    if (n == 0) return;
+    const auto stream = static_cast<cudaStream_t>(stream_);
+    const int64_t width = c.width, hd = c.head_dim(), half = c.rotary_dim() / 2;
+    float* x = grown(x_, n * width);
+    float* normed = grown(normed_, n * width);
+    float* qkv = grown(qkv_, n * 3 * width);
+    float* attended = grown(attended_, n * width);
+    float* branch = grown(branch_, n * width);
+    float* hidden = grown(hidden_, n * c.ffn);
+    // The rotary angles of positions 0 … n−1, as the CPU computes them.
+    std::vector<float> cos(static_cast<size_t>(n * half)), sin(cos.size());
+    for (int64_t t = 0; t < n; ++t) {
+        cpu::rope_angles(t, c.rotary_dim(), c.rope_base, cos.data() + t * half, sin.data() + t * half);
+    }
+    float* device_cos = grown(cos_, n * half);
+    float* device_sin = grown(sin_, n * half);
+    DUET_CUDA_CHECK(cudaMemcpyAsync(device_cos, cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    DUET_CUDA_CHECK(cudaMemcpyAsync(device_sin, sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    DUET_CUDA_CHECK(cudaMemcpyAsync(x, host_x.data(), host_x.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+
+    layer_norm(w.embed_norm, x, n, width, c.norm_eps, x);
+    for (const transcribe::EncoderLayerWeights& l : w.layers) {
+        layer_norm(l.norm1, x, n, width, c.norm_eps, normed);
+        product(matrix(l.qkv), 3 * width, width, normed, n, qkv);
+        speech::HeadNormRopeRows r;
+        r.qkv = qkv;
+        r.n = n;
+        r.width = width;
+        r.heads = c.heads;
+        r.head_dim = hd;
+        r.rotary_dim = c.rotary_dim();
+        if (c.qk_norm) {
+            r.q_weight = vector(l.q_norm.weight), r.q_bias = vector(l.q_norm.bias);
+            r.k_weight = vector(l.k_norm.weight), r.k_bias = vector(l.k_norm.bias);
+        }
+        r.eps = c.norm_eps;
+        r.cos = device_cos;
+        r.sin = device_sin;
+        speech::head_norm_rope_rows(r, stream);
+        attention(c, qkv, n, keys, attended);
+        linear(l.out_proj, attended, n, branch, x);
+
+        layer_norm(l.norm2, x, n, width, c.norm_eps, normed);
+        linear(l.ffn_up, normed, n, hidden);
+        codec::gelu(hidden, n * c.ffn, stream);
+        linear(l.ffn_down, hidden, n, branch, x);
+    }
+    layer_norm(w.final_norm, x, n, width, c.norm_eps, x);
+    DUET_CUDA_CHECK(cudaMemcpyAsync(host_x.data(), x, host_x.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    DUET_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::shared_ptr<transcribe::EncoderLayers> make_cuda_encoder_layers() { return std::make_shared<CudaEncoderLayers>(); }
+
+}  // namespace duet::cuda

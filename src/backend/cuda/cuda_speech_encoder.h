@@ -1,0 +1,48 @@
+// Transcribe's speech encoders' layers (embed_norm, the Transformer layers, final_norm: what
+// transcribe::encode_projected computes) on the GPU: the same steps on the same weights widened to
+// f32, every product in cuBLAS (f32, no TF32), attention as two batched products around a softmax,
+// the rest in kernels/cuda/speech_encoder_kernels and codec_kernels. Results agree with the CPU's up
+// to the order of f32 sums. Weights are copied to the device on first use and kept, found again by
+// the host arrays they came from, so one object serves both encoders of a Perception.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/device_buffer.h"
+#include "models/transcribe/speech_encoder.h"
+
+namespace duet::cuda {
+
+class CudaEncoderLayers final : public transcribe::EncoderLayers {
+public:
+    CudaEncoderLayers();
+    ~CudaEncoderLayers() override;
+    CudaEncoderLayers(const CudaEncoderLayers&) = delete;
+    CudaEncoderLayers& operator=(const CudaEncoderLayers&) = delete;
+
+    void run(const transcribe::EncoderConfig& config, const transcribe::EncoderWeights& weights, std::vector<float>& x,
+             int64_t n, int64_t keys) override;
+
+private:
+    const float* matrix(const MatrixView& w);
+    const float* vector(const std::vector<float>& v);  // null for an empty one (no bias)
+    // Row-major y [n, rows] = x [n, cols] · Wᵀ.
+    void product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y);
+    // y = x · Wᵀ + bias, then acc += y when acc is given.
+    void linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y, float* acc = nullptr);
+    // Every query row of qkv [n, 3 · width] over the first `keys` rows' keys and values, into out [n, width].
+    void attention(const transcribe::EncoderConfig& c, const float* qkv, int64_t n, int64_t keys, float* out);
+    void layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width, float eps,
+                    float* out);
+
+    std::unordered_map<const void*, DeviceBuffer> weights_;
+    DeviceBuffer x_, normed_, qkv_, attended_, branch_, hidden_, scores_, cos_, sin_;
+    void* stream_ = nullptr;  // cudaStream_t
+    void* cublas_ = nullptr;  // cublasHandle_t
+};
+
+std::shared_ptr<transcribe::EncoderLayers> make_cuda_encoder_layers();
+
+}  // namespace duet::cuda
