@@ -1,12 +1,12 @@
 #include "backend/cuda/cuda_codec_decoder.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/f32_products.h"
 #include "base/error.h"
 #include "kernels/cuda/codec_kernels.h"
 #include "kernels/cuda/cuda_check.h"
@@ -17,17 +17,6 @@ namespace fc = fish_codec;
 
 namespace {
 
-void check_cublas(cublasStatus_t status, const char* call) {
-    require(status == CUBLAS_STATUS_SUCCESS, "cuBLAS call ", call, " failed (status ", static_cast<int>(status), ")");
-}
-
-// `buffer` holding at least `floats` floats; its contents are not kept when it grows. Freeing the
-// old block waits for the device, so work still queued on it is safe.
-float* grown(DeviceBuffer& buffer, int64_t floats) {
-    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-    if (buffer.size_bytes() < bytes) buffer = DeviceBuffer(bytes);
-    return buffer.as<float>();
-}
 
 // A buffer zeroed on `stream`: work queued on that stream afterwards sees the zeros, and nothing
 // else on the device has to finish first.
@@ -109,27 +98,17 @@ const float* CudaCodecWeights::find(const float* host, size_t count) const {
 CudaCodecDecoder::RowHistory CudaCodecDecoder::zero_history(int64_t context, int64_t width) {
     RowHistory h;
     h.context = context, h.width = width;
-    h.rows = zeros(static_cast<size_t>(context * width) * sizeof(float), static_cast<cudaStream_t>(stream_));
+    h.rows = zeros(static_cast<size_t>(context * width) * sizeof(float), blas_.stream());
     h.next = DeviceBuffer(static_cast<size_t>(context * width) * sizeof(float));
     return h;
 }
 
 CudaCodecDecoder::Overlap CudaCodecDecoder::zero_overlap(const fc::ConvTranspose& conv) {
     return {zeros(static_cast<size_t>((conv.kernel - conv.stride) * conv.out) * sizeof(float),
-                  static_cast<cudaStream_t>(stream_))};
+                  blas_.stream())};
 }
 
 CudaCodecDecoder::CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weights) : weights_(std::move(weights)) {
-    cudaStream_t stream = nullptr;
-    DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    stream_ = stream;
-    cublasHandle_t cublas = nullptr;
-    check_cublas(cublasCreate(&cublas), "cublasCreate");
-    cublas_ = cublas;
-    check_cublas(cublasSetStream(cublas, stream), "cublasSetStream");
-    // Plain f32 products, as the CPU computes them (no TF32).
-    check_cublas(cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
-
     const fc::Weights& w = weights_->host();
     post_module_.resize(w.post_module.layers.size());
     for (const fc::Resample& r : w.upsample) {
@@ -148,33 +127,18 @@ CudaCodecDecoder::CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weigh
     decoder_out_ = zero_history(w.decoder_out.context(), w.decoder_out.in);
 }
 
-CudaCodecDecoder::~CudaCodecDecoder() {
-    if (cublas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
-    if (stream_ != nullptr) {
-        cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-        cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-    }
-}
-
-void CudaCodecDecoder::product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t steps, float* y) {
-    const float one = 1.0f, zero = 0.0f;
-    // Row-major y [steps, rows] = x [steps, cols] · Wᵀ: in cuBLAS's column-major terms, yᵀ = W · xᵀ.
-    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
-                             static_cast<int>(steps), static_cast<int>(cols), &one, w, static_cast<int>(cols), x,
-                             static_cast<int>(cols), &zero, y, static_cast<int>(rows)),
-                 "cublasSgemm");
-}
+CudaCodecDecoder::~CudaCodecDecoder() = default;
 
 void CudaCodecDecoder::linear(const fc::Linear& l, const float* x, int64_t steps, DeviceBuffer& out) {
     float* y = grown(out, steps * l.out);
-    product((*weights_)(l.weight), l.out, l.in, x, steps, y);
-    codec::add_bias_rows(y, (*weights_)(l.bias), steps, l.out, static_cast<cudaStream_t>(stream_));
+    blas_.product((*weights_)(l.weight), l.out, l.in, x, steps, y);
+    codec::add_bias_rows(y, (*weights_)(l.bias), steps, l.out, blas_.stream());
 }
 
 void CudaCodecDecoder::causal_conv(const fc::Conv& conv, RowHistory& history, const float* x, int64_t steps,
                                    DeviceBuffer& out) {
     require(steps % conv.stride == 0, "causal conv: ", steps, " steps is not a multiple of the stride ", conv.stride);
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t out_steps = steps / conv.stride, window = conv.kernel * conv.in;
     // The conv is one product over gathered windows (a kernel-1, stride-1 conv reads x as it is).
     const float* windows = x;
@@ -185,7 +149,7 @@ void CudaCodecDecoder::causal_conv(const fc::Conv& conv, RowHistory& history, co
         windows = gathered;
     }
     float* y = grown(out, out_steps * conv.out);
-    product((*weights_)(conv.weight), conv.out, window, windows, out_steps, y);
+    blas_.product((*weights_)(conv.weight), conv.out, window, windows, out_steps, y);
     codec::add_bias_rows(y, (*weights_)(conv.bias), out_steps, conv.out, stream);
     if (history.context > 0) {
         codec::keep_last_rows(history.rows.as<float>(), history.context, x, steps, history.width,
@@ -196,11 +160,11 @@ void CudaCodecDecoder::causal_conv(const fc::Conv& conv, RowHistory& history, co
 
 void CudaCodecDecoder::conv_transpose(const fc::ConvTranspose& conv, Overlap& overlap, const float* x, int64_t steps,
                                       DeviceBuffer& out) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t taps = conv.kernel * conv.out, s = conv.stride;
     const bool overlaps = conv.kernel == 2 * s;
     float* products = grown(gathered_, steps * taps);
-    product((*weights_)(conv.weight), taps, conv.in, x, steps, products);
+    blas_.product((*weights_)(conv.weight), taps, conv.in, x, steps, products);
     codec::overlap_add(products, steps, s, conv.out, (*weights_)(conv.bias),
                        overlaps ? overlap.taps.as<float>() : nullptr, grown(out, steps * s * conv.out), stream);
     if (overlaps)
@@ -211,11 +175,11 @@ void CudaCodecDecoder::conv_transpose(const fc::ConvTranspose& conv, Overlap& ov
 
 void CudaCodecDecoder::snake(const fc::Snake& s, float* x, int64_t steps) {
     codec::snake(x, (*weights_)(s.alpha), (*weights_)(s.inv_alpha), steps, static_cast<int64_t>(s.alpha.size()),
-                 static_cast<cudaStream_t>(stream_));
+                 blas_.stream());
 }
 
 void CudaCodecDecoder::residual_unit(const fc::ResidualUnit& unit, ResidualUnitState& state, int64_t steps) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t count = steps * unit.conv1.in;
     float* y = grown(y_, count);
     DUET_CUDA_CHECK(cudaMemcpyAsync(y, x_.data(), static_cast<size_t>(count) * sizeof(float),
@@ -228,7 +192,7 @@ void CudaCodecDecoder::residual_unit(const fc::ResidualUnit& unit, ResidualUnitS
 }
 
 void CudaCodecDecoder::convnext(const fc::ConvNeXt& block, RowHistory& history, int64_t steps) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t channels = block.dwconv.channels;
     float* y = grown(y_, steps * channels);
     codec::depthwise_causal_conv(history.rows.as<float>(), x_.as<float>(), steps, channels, block.dwconv.kernel,
@@ -247,7 +211,7 @@ void CudaCodecDecoder::convnext(const fc::ConvNeXt& block, RowHistory& history, 
 
 void CudaCodecDecoder::keep_window(WindowCache& cache, const float* qkv, int64_t steps, int64_t width,
                                    int64_t window) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
     // Room for the kept rows and this chunk's; a larger store keeps the kept rows.
     if (cache.capacity < cache.kept + steps) {
@@ -273,7 +237,7 @@ void CudaCodecDecoder::keep_window(WindowCache& cache, const float* qkv, int64_t
 }
 
 void CudaCodecDecoder::transformer(const fc::Transformer& t, std::vector<WindowCache>& caches, int64_t steps) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const fc::TransformerConfig& c = t.config;
     const int64_t dim = c.dim, width = c.attn_width(), half = c.head_dim / 2;
 
@@ -334,7 +298,7 @@ void CudaCodecDecoder::transformer(const fc::Transformer& t, std::vector<WindowC
 std::vector<float> CudaCodecDecoder::push(std::span<const int32_t> frame_major) {
     const fc::Config& c = weights_->config();
     const fc::Weights& w = weights_->host();
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t books = 1 + c.n_codebooks;
     fc::check_frame_codes(frame_major, books, frames_);
     const int64_t frames = static_cast<int64_t>(frame_major.size()) / books;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/f32_products.h"
 #include "kernels/cuda/device_buffer.h"
 #include "models/fish_codec/codec.h"
 
@@ -77,8 +78,6 @@ private:
     RowHistory zero_history(int64_t context, int64_t width);
     Overlap zero_overlap(const fish_codec::ConvTranspose& conv);
 
-    // y [steps, rows] = x [steps, cols] · Wᵀ for the row-major W [rows, cols], f32 on cuBLAS.
-    void product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t steps, float* y);
     // Each op reads `x` and writes its result into `out` (grown as needed), as its CPU namesake.
     void linear(const fish_codec::Linear& l, const float* x, int64_t steps, DeviceBuffer& out);
     void causal_conv(const fish_codec::Conv& conv, RowHistory& history, const float* x, int64_t steps,
@@ -93,8 +92,7 @@ private:
     void keep_window(WindowCache& cache, const float* qkv, int64_t steps, int64_t width, int64_t window);
 
     std::shared_ptr<const CudaCodecWeights> weights_;
-    void* stream_ = nullptr;  // cudaStream_t
-    void* cublas_ = nullptr;  // cublasHandle_t
+    F32Products blas_;
     int64_t frames_ = 0;
 
     // Causal state, as StreamingDecoder keeps it.

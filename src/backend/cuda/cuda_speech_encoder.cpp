@@ -1,10 +1,12 @@
 #include "backend/cuda/cuda_speech_encoder.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "backend/cuda/f32_products.h"
 #include "base/error.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/codec_kernels.h"
@@ -16,85 +18,65 @@ namespace duet::cuda {
 
 namespace {
 
-void check_cublas(cublasStatus_t status, const char* call) {
-    require(status == CUBLAS_STATUS_SUCCESS, "cuBLAS call ", call, " failed (status ", static_cast<int>(status), ")");
-}
-
-// `buffer` holding at least `floats` floats; its contents are not kept when it grows (freeing the old
-// block waits for the device).
-float* grown(DeviceBuffer& buffer, int64_t floats) {
-    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-    if (buffer.size_bytes() < bytes) buffer = DeviceBuffer(bytes);
-    return buffer.as<float>();
+// The first bytes of a host array: with its size, what tells a reused address from the array it held.
+std::array<uint8_t, 32> head_of(const void* host, size_t bytes) {
+    std::array<uint8_t, 32> head{};
+    std::memcpy(head.data(), host, std::min(bytes, head.size()));
+    return head;
 }
 
 }  // namespace
 
-CudaEncoderLayers::CudaEncoderLayers() {
-    cudaStream_t stream = nullptr;
-    DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    stream_ = stream;
-    cublasHandle_t cublas = nullptr;
-    check_cublas(cublasCreate(&cublas), "cublasCreate");
-    cublas_ = cublas;
-    check_cublas(cublasSetStream(cublas, stream), "cublasSetStream");
-    // Plain f32 products, as the CPU computes them (no TF32).
-    check_cublas(cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+const float* CudaEncoderLayers::existing(const void* host, size_t bytes) {
+    const auto it = weights_.find(host);
+    if (it == weights_.end()) return nullptr;
+    if (it->second.bytes == bytes && it->second.head == head_of(host, bytes)) return it->second.buffer.as<float>();
+    weights_.erase(it);
+    return nullptr;
 }
 
-CudaEncoderLayers::~CudaEncoderLayers() {
-    if (cublas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
-    if (stream_ != nullptr) {
-        cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-        cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-    }
+const float* CudaEncoderLayers::keep(const void* host, size_t bytes, DeviceBuffer buffer) {
+    DeviceCopy& copy = weights_[host];
+    copy = DeviceCopy{std::move(buffer), bytes, head_of(host, bytes)};
+    return copy.buffer.as<float>();
 }
 
 const float* CudaEncoderLayers::matrix(const MatrixView& w) {
-    auto it = weights_.find(w.data);
-    if (it != weights_.end()) return it->second.as<float>();
     require(w.dtype == DType::F32 || w.dtype == DType::BF16, "speech encoder on the GPU: weights of type ",
             dtype_name(w.dtype), " (expected f32 or bf16)");
     const int64_t count = w.rows * w.cols;
+    const size_t bytes = static_cast<size_t>(count) * dtype_size(w.dtype);
+    if (const float* found = existing(w.data, bytes)) return found;
     DeviceBuffer widened(static_cast<size_t>(count) * sizeof(float));
     if (w.dtype == DType::F32) {
-        widened.copy_from_host(w.data, static_cast<size_t>(count) * sizeof(float));
+        widened.copy_from_host(w.data, bytes);
     } else {
-        DeviceBuffer raw(static_cast<size_t>(count) * sizeof(uint16_t));
-        raw.copy_from_host(w.data, static_cast<size_t>(count) * sizeof(uint16_t));
-        widen_to_f32(raw.data(), WeightType::BF16, count, widened.as<float>(), static_cast<cudaStream_t>(stream_));
-        DUET_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));  // before `raw` is freed
+        DeviceBuffer raw(bytes);
+        raw.copy_from_host(w.data, bytes);
+        widen_to_f32(raw.data(), WeightType::BF16, count, widened.as<float>(), blas_.stream());
+        DUET_CUDA_CHECK(cudaStreamSynchronize(blas_.stream()));  // before `raw` is freed
     }
-    return weights_.emplace(w.data, std::move(widened)).first->second.as<float>();
+    return keep(w.data, bytes, std::move(widened));
 }
 
 const float* CudaEncoderLayers::vector(const std::vector<float>& v) {
     if (v.empty()) return nullptr;
-    auto it = weights_.find(v.data());
-    if (it != weights_.end()) return it->second.as<float>();
-    return weights_.emplace(v.data(), DeviceBuffer::from_vector(v)).first->second.as<float>();
-}
-
-void CudaEncoderLayers::product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y) {
-    const float one = 1.0f, zero = 0.0f;
-    // Row-major y [n, rows] = x [n, cols] · Wᵀ: in cuBLAS's column-major terms, yᵀ = W · xᵀ.
-    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
-                             static_cast<int>(n), static_cast<int>(cols), &one, w, static_cast<int>(cols), x,
-                             static_cast<int>(cols), &zero, y, static_cast<int>(rows)),
-                 "cublasSgemm");
+    const size_t bytes = v.size() * sizeof(float);
+    if (const float* found = existing(v.data(), bytes)) return found;
+    return keep(v.data(), bytes, DeviceBuffer::from_vector(v));
 }
 
 void CudaEncoderLayers::linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y, float* acc) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t rows = l.weight.rows;
-    product(matrix(l.weight), rows, l.weight.cols, x, n, y);
+    blas_.product(matrix(l.weight), rows, l.weight.cols, x, n, y);
     if (!l.bias.empty()) codec::add_bias_rows(y, vector(l.bias), n, rows, stream);
     if (acc != nullptr) codec::add_scaled_rows(acc, nullptr, y, n, rows, stream);
 }
 
 void CudaEncoderLayers::layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width,
                                    float eps, float* out) {
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     if (out != x) {
         DUET_CUDA_CHECK(cudaMemcpyAsync(out, x, static_cast<size_t>(n * width) * sizeof(float),
                                         cudaMemcpyDeviceToDevice, stream));
@@ -104,7 +86,7 @@ void CudaEncoderLayers::layer_norm(const transcribe::LayerNormWeights& norm, con
 
 void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const float* qkv, int64_t n, int64_t keys,
                                   float* out) {
-    const auto cublas = static_cast<cublasHandle_t>(cublas_);
+    const auto cublas = blas_.handle();
     const int64_t width = c.width, hd = c.head_dim(), heads = c.heads;
     float* scores = grown(scores_, heads * n * keys);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), one = 1.0f, zero = 0.0f;
@@ -115,7 +97,7 @@ void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const floa
                                            qkv, row, hd, &zero, scores, static_cast<int>(keys), keys * n,
                                            static_cast<int>(heads)),
                  "cublasSgemmStridedBatched (scores)");
-    speech::softmax_rows(scores, heads * n, keys, static_cast<cudaStream_t>(stream_));
+    speech::softmax_rows(scores, heads * n, keys, blas_.stream());
     // out[i, h · hd + d] = Σ_j P(i, j) · v_j[d]: column-major hd × n with leading dimension width.
     check_cublas(cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(hd),
                                            static_cast<int>(n), static_cast<int>(keys), &one, qkv + 2 * width, row,
@@ -130,7 +112,7 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
             "speech encoder on the GPU: ", n, " frames of width ", c.width, " attending to ", keys,
             " (expected 1 to n keys and n · width values)");
     if (n == 0) return;
-    const auto stream = static_cast<cudaStream_t>(stream_);
+    const auto stream = blas_.stream();
     const int64_t width = c.width, hd = c.head_dim(), half = c.rotary_dim() / 2;
     float* x = grown(x_, n * width);
     float* normed = grown(normed_, n * width);
@@ -152,7 +134,7 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
     layer_norm(w.embed_norm, x, n, width, c.norm_eps, x);
     for (const transcribe::EncoderLayerWeights& l : w.layers) {
         layer_norm(l.norm1, x, n, width, c.norm_eps, normed);
-        product(matrix(l.qkv), 3 * width, width, normed, n, qkv);
+        blas_.product(matrix(l.qkv), 3 * width, width, normed, n, qkv);
         speech::HeadNormRopeRows r;
         r.qkv = qkv;
         r.n = n;

@@ -6,10 +6,13 @@
 // the host arrays they came from, so one object serves both encoders of a Perception.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/f32_products.h"
 #include "kernels/cuda/device_buffer.h"
 #include "models/transcribe/speech_encoder.h"
 
@@ -17,19 +20,12 @@ namespace duet::cuda {
 
 class CudaEncoderLayers final : public transcribe::EncoderLayers {
 public:
-    CudaEncoderLayers();
-    ~CudaEncoderLayers() override;
-    CudaEncoderLayers(const CudaEncoderLayers&) = delete;
-    CudaEncoderLayers& operator=(const CudaEncoderLayers&) = delete;
-
     void run(const transcribe::EncoderConfig& config, const transcribe::EncoderWeights& weights, std::vector<float>& x,
              int64_t n, int64_t keys) override;
 
 private:
     const float* matrix(const MatrixView& w);
     const float* vector(const std::vector<float>& v);  // null for an empty one (no bias)
-    // Row-major y [n, rows] = x [n, cols] · Wᵀ.
-    void product(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y);
     // y = x · Wᵀ + bias, then acc += y when acc is given.
     void linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y, float* acc = nullptr);
     // Every query row of qkv [n, 3 · width] over the first `keys` rows' keys and values, into out [n, width].
@@ -37,10 +33,20 @@ private:
     void layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width, float eps,
                     float* out);
 
-    std::unordered_map<const void*, DeviceBuffer> weights_;
+    // A host array's device copy (f32), with what identifies the host array it was made from.
+    struct DeviceCopy {
+        DeviceBuffer buffer;
+        size_t bytes = 0;
+        std::array<uint8_t, 32> head{};
+    };
+    // The copy of `bytes` of host data at `host`, or null when there is none or the host address now
+    // holds other data (a Perception freed and another made in its place); the stale copy goes.
+    const float* existing(const void* host, size_t bytes);
+    const float* keep(const void* host, size_t bytes, DeviceBuffer buffer);
+
+    F32Products blas_;
+    std::unordered_map<const void*, DeviceCopy> weights_;
     DeviceBuffer x_, normed_, qkv_, attended_, branch_, hidden_, scores_, cos_, sin_;
-    void* stream_ = nullptr;  // cudaStream_t
-    void* cublas_ = nullptr;  // cublasHandle_t
 };
 
 std::shared_ptr<transcribe::EncoderLayers> make_cuda_encoder_layers();
