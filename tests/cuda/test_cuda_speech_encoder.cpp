@@ -1,7 +1,7 @@
 // Transcribe's speech encoders with their layers on the GPU (CudaEncoderLayers): the whole audio path
 // against the transcribe_audio_tiny fixture at the CPU's tolerance, and against the CPU's own path on
 // random weights over three windows of audio (so the speaker branch's cached frames make queries
-// attend to fewer keys than there are frames).
+// attend to fewer keys than there are frames), and the layers alone for every count of keys.
 #include <cmath>
 #include <random>
 #include <string>
@@ -54,6 +54,28 @@ TEST_F(CudaSpeechEncoderTest, LongAudioMatchesTheCpu) {
     EXPECT_LE(relative_error(got.asr_hidden, want.asr_hidden), 1e-4);
     EXPECT_LE(relative_error(got.spk_probs_10ms, want.spk_probs_10ms), 1e-4);
     EXPECT_LE(relative_error(got.projected, want.projected), 1e-4);
+}
+
+// The layers alone, both encoders' shapes, every frame attending to all, some or none of the frames.
+TEST_F(CudaSpeechEncoderTest, LayersMatchTheCpuForEveryKeyCount) {
+    const PerceptionConfig config = perception_preset("tiny");
+    const Perception perception =
+        Perception::from_tensors(config, make_random_perception_weights(config, 9, nullptr));
+    cuda::CudaEncoderLayers gpu;
+    std::mt19937 rng(3);
+    for (const bool asr : {true, false}) {
+        const EncoderConfig& c = asr ? config.asr : config.speaker;
+        const EncoderWeights& w = asr ? perception.weights().asr : perception.weights().speaker;
+        const int64_t n = 11;
+        const std::vector<float> start = random_values(rng, n * c.width, -2.0f, 2.0f);
+        for (const int64_t keys : {n, int64_t{4}, int64_t{0}}) {
+            SCOPED_TRACE(::testing::Message() << (asr ? "asr" : "speaker") << ", keys " << keys);
+            std::vector<float> want = start, got = start;
+            encode_projected(c, w, want, n, keys, nullptr);
+            gpu.run(c, w, got, n, keys);
+            EXPECT_LE(relative_error(got, want), 1e-5);
+        }
+    }
 }
 
 }  // namespace

@@ -88,6 +88,10 @@ void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const floa
                                   float* out) {
     const auto cublas = blas_.handle();
     const int64_t width = c.width, hd = c.head_dim(), heads = c.heads;
+    if (keys == 0) {  // nothing to attend to: zeros, as the CPU's sum over no keys
+        DUET_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(n * width) * sizeof(float), blas_.stream()));
+        return;
+    }
     float* scores = grown(scores_, heads * n * keys);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), one = 1.0f, zero = 0.0f;
     const int row = static_cast<int>(3 * width);
@@ -108,9 +112,9 @@ void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const floa
 
 void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe::EncoderWeights& w,
                             std::vector<float>& host_x, int64_t n, int64_t keys) {
-    require(n >= 0 && keys >= 1 && keys <= n && host_x.size() == static_cast<size_t>(n * c.width),
+    require(n >= 0 && keys >= 0 && keys <= n && host_x.size() == static_cast<size_t>(n * c.width),
             "speech encoder on the GPU: ", n, " frames of width ", c.width, " attending to ", keys,
-            " (expected 1 to n keys and n · width values)");
+            " (expected at most n keys and n · width values)");
     if (n == 0) return;
     const auto stream = blas_.stream();
     const int64_t width = c.width, hd = c.head_dim(), half = c.rotary_dim() / 2;
