@@ -1,8 +1,6 @@
-// The Fish codec's decoder (code frames → 44.1 kHz samples) on the GPU: the same layers, in the
-// same order and on the same f32 weights as fish_codec::StreamingDecoder, with every product in
-// cuBLAS (f32, no TF32) and the rest in kernels/cuda/codec_kernels. Results agree with the CPU's up
-// to the order of f32 sums. Each decoder keeps its stream's causal past on the device and runs on a
-// CUDA stream of its own, so it can decode beside a model's decode steps.
+// The Fish codec's decoder (code frames → 44.1 kHz samples) on the GPU: fish_codec::StreamingDecoder's
+// layers (cuda_codec_layers.h). Each decoder keeps its stream's causal past on the device and runs on
+// a CUDA stream of its own, so it can decode beside a model's decode steps.
 //
 //   auto weights = std::make_shared<const CudaCodecWeights>(codec);   // uploads once
 //   CudaCodecDecoder stream(weights);                                  // one per audio stream
@@ -13,39 +11,14 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
-#include "backend/cuda/f32_products.h"
-#include "kernels/cuda/device_buffer.h"
+#include "backend/cuda/cuda_codec_layers.h"
 #include "models/fish_codec/codec.h"
 
 namespace duet::cuda {
 
-// The decoder half of a codec's weights, copied to the device; looked up by the host array they came
-// from, so the decoder walks the host's layer structs for shapes and finds each array's copy here.
-class CudaCodecWeights {
-public:
-    explicit CudaCodecWeights(const fish_codec::FishCodec& codec);
-
-    const fish_codec::Config& config() const { return *config_; }
-    const fish_codec::Weights& host() const { return *host_; }
-    // The device copy of a host array uploaded at construction; null for an empty one (an absent bias).
-    const float* operator()(const std::vector<float>& host) const { return find(host.data(), host.size()); }
-    const float* operator()(const fish_codec::MatrixWeights& host) const { return find(host.data(), host.size()); }
-
-private:
-    const float* find(const float* host, size_t count) const;
-    void upload(const float* host, size_t count);
-    template <typename Layer>
-    void upload_layer(const Layer& layer);
-
-    std::shared_ptr<const fish_codec::Config> config_;
-    std::shared_ptr<const fish_codec::Weights> host_;
-    std::unordered_map<const float*, DeviceBuffer> device_;
-};
-
-class CudaCodecDecoder final : public fish_codec::FrameDecoder {
+class CudaCodecDecoder final : public fish_codec::FrameDecoder, private CudaCodecLayers {
 public:
     explicit CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weights);
     ~CudaCodecDecoder() override;
@@ -56,48 +29,10 @@ public:
     int64_t frames_decoded() const override { return frames_; }
 
 private:
-    // The last rows a causal conv (or depthwise conv) has seen, zeros before the start.
-    struct RowHistory {
-        int64_t context = 0, width = 0;
-        DeviceBuffer rows, next;
-    };
-    // A transposed conv's taps of the last step that land on the next steps' outputs.
-    struct Overlap {
-        DeviceBuffer taps;
-    };
-    // One transformer layer's keys and values of the last window - 1 positions, RoPE applied.
-    struct WindowCache {
-        int64_t kept = 0, capacity = 0;
-        DeviceBuffer keys, values, moving;
-    };
-    struct ResidualUnitState {
-        RowHistory conv1, conv2;
-    };
-
-    // Zeroed on the decoder's own stream, which every later use of the state follows.
-    RowHistory zero_history(int64_t context, int64_t width);
-    Overlap zero_overlap(const fish_codec::ConvTranspose& conv);
-
-    // Each op reads `x` and writes its result into `out` (grown as needed), as its CPU namesake.
-    void linear(const fish_codec::Linear& l, const float* x, int64_t steps, DeviceBuffer& out);
-    void causal_conv(const fish_codec::Conv& conv, RowHistory& history, const float* x, int64_t steps,
-                     DeviceBuffer& out);
-    void conv_transpose(const fish_codec::ConvTranspose& conv, Overlap& overlap, const float* x, int64_t steps,
-                        DeviceBuffer& out);
-    void snake(const fish_codec::Snake& s, float* x, int64_t steps);
-    // These update x_ in place.
-    void residual_unit(const fish_codec::ResidualUnit& unit, ResidualUnitState& state, int64_t steps);
-    void convnext(const fish_codec::ConvNeXt& block, RowHistory& history, int64_t steps);
-    void transformer(const fish_codec::Transformer& t, std::vector<WindowCache>& caches, int64_t steps);
-    void keep_window(WindowCache& cache, const float* qkv, int64_t steps, int64_t width, int64_t window);
-
-    std::shared_ptr<const CudaCodecWeights> weights_;
-    F32Products blas_;
     int64_t frames_ = 0;
 
     // Causal state, as StreamingDecoder keeps it.
-    int64_t position_ = 0;  // the post-module transformer's next position
-    std::vector<WindowCache> post_module_;
+    TransformerState post_module_;
     std::vector<Overlap> upsample_;
     std::vector<RowHistory> upsample_blocks_;
     RowHistory decoder_in_;
@@ -105,9 +40,7 @@ private:
     std::vector<std::array<ResidualUnitState, 3>> block_units_;
     RowHistory decoder_out_;
 
-    // Activations: x_ is the running signal; the others are scratch, grown to the largest chunk.
-    DeviceBuffer x_, y_, z_, gathered_, hidden_, up_, attended_, codes_, rope_;
-    std::vector<float> rope_host_;  // the source of rope_'s copy, alive until push waits for it
+    DeviceBuffer codes_;
 };
 
 // The decoder for `codec` on the GPU, for code that sees only fish_codec::FrameDecoder.
