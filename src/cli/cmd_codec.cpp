@@ -62,8 +62,7 @@ int encode(const Argv& argv) {
         audio = resample(downmix_to_mono(clip), clip.sample_rate, codec.sample_rate());
     }
     Runtime rt(args);
-    rt.note_cpu_part("the Fish codec's encoder");
-    const std::vector<int32_t> codes = codec.encode(audio, &rt.pool);
+    const std::vector<int32_t> codes = rt.codec_encode(codec, audio);
     const int64_t frames = static_cast<int64_t>(codes.size()) / codec.codebooks();
     write_safetensors(out, {{"codes", DType::I32, {codec.codebooks(), frames}, codes.data(),
                              codes.size() * sizeof(int32_t)}});

@@ -1,7 +1,7 @@
 // duet bench --arch fish_codec: how fast the codec turns frames into audio on this machine, as one
 // JSON line. The real-time factor is seconds of audio per second of wall time (above 1: faster than
 // real time). Streaming decode is timed in the chunks a TTS loop would use (4 frames, then 16), with
-// the first chunk's latency on its own. Decoding runs on --codec-device; encoding on the CPU.
+// the first chunk's latency on its own. Decoding and encoding run on --codec-device.
 #include <chrono>
 #include <cstdio>
 
@@ -95,10 +95,9 @@ int bench_fish_codec(const Args& args) {
     out.set("stream_first_chunk_frames", json::Value(std::min<int64_t>(fish_codec::WavStream::kFirstChunk, frames)));
     out.set("stream_first_chunk_ms", json::Value(first_chunk_s * 1e3));
     if (!args.has("--no-encode")) {
-        rt.note_cpu_part("the Fish codec's encoder");
-        out.set("encode_backend", json::Value("cpu"));
+        out.set("encode_backend", json::Value(rt.codec_device));
         start = Clock::now();
-        const std::vector<int32_t> encoded = codec.encode(audio, &rt.pool);
+        const std::vector<int32_t> encoded = rt.codec_encode(codec, audio);
         const double encode_s = seconds_since(start);
         out.set("encode_s", json::Value(encode_s));
         out.set("encode_rtf", json::Value(audio_s / encode_s));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct Runtime {
     // Where Transcribe's speech encoders run their layers: the GPU's form with --device cuda, else
     // null (the CPU's threads).
     std::shared_ptr<transcribe::EncoderLayers> speech_encoder_layers() const;
+
+    // `codec`'s codes of mono samples at its rate ([codebooks, frames]), encoded on codec_device.
+    std::vector<int32_t> codec_encode(const fish_codec::FishCodec& codec, std::span<const float> samples);
 
     // A stream decoder of `codec`'s frames on codec_device.
     std::unique_ptr<fish_codec::FrameDecoder> codec_decoder(const fish_codec::FishCodec& codec);

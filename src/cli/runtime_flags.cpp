@@ -7,6 +7,7 @@
 #ifdef DUET_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_codec_decoder.h"
+#include "backend/cuda/cuda_codec_encoder.h"
 #include "backend/cuda/cuda_speech_encoder.h"
 #endif
 
@@ -69,6 +70,13 @@ std::shared_ptr<transcribe::EncoderLayers> Runtime::speech_encoder_layers() cons
     if (backend->name() == "cuda") return cuda::make_cuda_encoder_layers();
 #endif
     return nullptr;
+}
+
+std::vector<int32_t> Runtime::codec_encode(const fish_codec::FishCodec& codec, std::span<const float> samples) {
+#ifdef DUET_HAVE_CUDA
+    if (codec_device == "cuda") return cuda::CudaCodecEncoder(codec).encode(samples);
+#endif
+    return codec.encode(samples, &pool);
 }
 
 std::unique_ptr<fish_codec::FrameDecoder> Runtime::codec_decoder(const fish_codec::FishCodec& codec) {

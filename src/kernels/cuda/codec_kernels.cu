@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 
@@ -12,6 +13,7 @@ namespace {
 constexpr int kThreads = 256;
 // A row's reductions (norms, attention) take a block of this many threads.
 constexpr int kRowThreads = 256;
+constexpr int64_t kMaxCodeDim = 32;  // values a quantizer's code has, at most (the codec's: 8)
 // The attention kernel's static shared memory for its block reductions (one float a warp, at most 32).
 constexpr int kReduceFloats = 32;
 
@@ -27,7 +29,7 @@ __device__ __forceinline__ const float* padded_row(const float* history, int64_t
 
 __global__ void add_code_projection_kernel(float* x, const int32_t* codes, int64_t books, int64_t book, int64_t steps,
                                            const float* entries, int64_t entry_count, int64_t dim,
-                                           const float* weight, const float* bias, int64_t width) {
+                                           const float* weight, const float* bias, int64_t width, float sign) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i >= steps * width) return;
     const int64_t t = i / width, o = i % width;
@@ -36,7 +38,60 @@ __global__ void add_code_projection_kernel(float* x, const int32_t* codes, int64
     const float* w = weight + o * dim;
     float dot = 0.0f;
     for (int64_t k = 0; k < dim; ++k) dot += w[k] * entry[k];
-    x[i] += bias != nullptr ? dot + bias[o] : dot;
+    x[i] += sign * (bias != nullptr ? dot + bias[o] : dot);
+}
+
+// One block a step: the code nearest to the step's projected row by cosine, computed as the CPU's
+// quantizer does (the row normalised, then |e|² - 2 e·c + |c|², the first of equal distances).
+__global__ void nearest_codes_kernel(const float* projected, int64_t dim, const float* normalized,
+                                     const float* code_squares, int64_t size, int32_t* codes, int64_t books,
+                                     int64_t book) {
+    __shared__ float e[kMaxCodeDim];
+    __shared__ float e_squares;
+    __shared__ float best_distance[kRowThreads / kWarpSize];
+    __shared__ int32_t best_index[kRowThreads / kWarpSize];
+    const int64_t t = blockIdx.x;
+    if (threadIdx.x == 0) {
+        // One thread, in the CPU's order: the norm, the normalised row, its squares.
+        const float* row = projected + t * dim;
+        float squares = 0.0f;
+        for (int64_t i = 0; i < dim; ++i) squares += row[i] * row[i];
+        const float norm = fmaxf(sqrtf(squares), 1e-12f);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < dim; ++i) {
+            e[i] = row[i] / norm;
+            sum += e[i] * e[i];
+        }
+        e_squares = sum;
+    }
+    __syncthreads();
+    float best = INFINITY;
+    int32_t index = static_cast<int32_t>(size);
+    for (int64_t k = threadIdx.x; k < size; k += blockDim.x) {
+        const float* code = normalized + k * dim;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < dim; ++i) dot += e[i] * code[i];
+        const float distance = e_squares - 2.0f * dot + code_squares[k];
+        if (distance < best) best = distance, index = static_cast<int32_t>(k);
+    }
+    // The smallest distance, the lowest index among equal ones.
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        const float other = __shfl_xor_sync(0xFFFFFFFFu, best, offset);
+        const int32_t other_index = __shfl_xor_sync(0xFFFFFFFFu, index, offset);
+        if (other < best || (other == best && other_index < index)) best = other, index = other_index;
+    }
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    if (lane == 0) best_distance[warp] = best, best_index[warp] = index;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kRowThreads / kWarpSize; ++w) {
+            if (best_distance[w] < best || (best_distance[w] == best && best_index[w] < index)) {
+                best = best_distance[w], index = best_index[w];
+            }
+        }
+        // Every distance NaN (a NaN row): the first code, as the CPU's loop leaves it.
+        codes[t * books + book] = index < size ? index : 0;
+    }
 }
 
 __global__ void gather_windows_kernel(const float* history, int64_t context, const float* x, int64_t in,
@@ -185,11 +240,23 @@ __global__ void windowed_attention_kernel(const float* q, int64_t q_stride, cons
 
 void add_code_projection(float* x, const int32_t* codes, int64_t books, int64_t book, int64_t steps,
                          const float* entries, int64_t entry_count, int64_t dim, const float* weight,
-                         const float* bias, int64_t width, cudaStream_t stream) {
+                         const float* bias, int64_t width, cudaStream_t stream, float sign) {
     if (steps == 0) return;
     add_code_projection_kernel<<<blocks_for(steps * width), kThreads, 0, stream>>>(
-        x, codes, books, book, steps, entries, entry_count, dim, weight, bias, width);
+        x, codes, books, book, steps, entries, entry_count, dim, weight, bias, width, sign);
     DUET_CUDA_CHECK_LAUNCH("add_code_projection_kernel");
+}
+
+void nearest_codes(const float* projected, int64_t steps, int64_t dim, const float* normalized,
+                   const float* code_squares, int64_t size, int32_t* codes, int64_t books, int64_t book,
+                   cudaStream_t stream) {
+    require(dim >= 1 && dim <= kMaxCodeDim && size >= 1, "codec quantizer on the GPU: codes of ", dim,
+            " values (at most ", kMaxCodeDim, "), ", size, " of them");
+    if (steps == 0) return;
+    nearest_codes_kernel<<<static_cast<unsigned>(steps), kRowThreads, 0, stream>>>(projected, dim, normalized,
+                                                                                   code_squares, size, codes, books,
+                                                                                   book);
+    DUET_CUDA_CHECK_LAUNCH("nearest_codes_kernel");
 }
 
 void gather_windows(const float* history, int64_t context, const float* x, int64_t in, int64_t out_steps,

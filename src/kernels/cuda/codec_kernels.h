@@ -10,11 +10,19 @@
 
 namespace duet::cuda::codec {
 
-// x[t, :] += bias + W · entries[min(code, entry_count - 1)] for code = codes[t · books + book]:
-// one codebook's projected entries added to the latent. weight [width, dim]; bias may be null.
+// x[t, :] += sign · (bias + W · entries[min(code, entry_count - 1)]) for code = codes[t · books + book]:
+// one codebook's projected entries added to the latent (or, with sign -1, taken from what a quantizer
+// leaves). weight [width, dim]; bias may be null.
 void add_code_projection(float* x, const int32_t* codes, int64_t books, int64_t book, int64_t steps,
                          const float* entries, int64_t entry_count, int64_t dim, const float* weight,
-                         const float* bias, int64_t width, cudaStream_t stream);
+                         const float* bias, int64_t width, cudaStream_t stream, float sign = 1.0f);
+
+// codes[t · books + book] = the code nearest by cosine to row t of projected [steps, dim], as the CPU's
+// quantizer finds it: normalized [size, dim] (the entries over their norms), code_squares [size] the
+// squares of those rows.
+void nearest_codes(const float* projected, int64_t steps, int64_t dim, const float* normalized,
+                   const float* code_squares, int64_t size, int32_t* codes, int64_t books, int64_t book,
+                   cudaStream_t stream);
 
 // A causal conv's input windows: gathered[t, k · in + c] = padded[t · stride + k · dilation, c], where
 // padded is the `context` rows of history followed by x's rows.
