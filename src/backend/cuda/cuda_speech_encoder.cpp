@@ -116,6 +116,7 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
             "speech encoder on the GPU: ", n, " frames of width ", c.width, " attending to ", keys,
             " (expected at most n keys and n · width values)");
     if (n == 0) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
     const auto stream = blas_.stream();
     const int64_t width = c.width, hd = c.head_dim(), half = c.rotary_dim() / 2;
     float* x = grown(x_, n * width);

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +45,7 @@ private:
     const float* existing(const void* host, size_t bytes);
     const float* keep(const void* host, size_t bytes, DeviceBuffer buffer);
 
+    std::mutex mutex_;  // one run at a time: perceive() is const and may be called from several threads
     F32Products blas_;
     std::unordered_map<const void*, DeviceCopy> weights_;
     DeviceBuffer x_, normed_, qkv_, attended_, branch_, hidden_, scores_, cos_, sin_;
