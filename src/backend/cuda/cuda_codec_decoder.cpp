@@ -20,14 +20,14 @@ CudaCodecDecoder::CudaCodecDecoder(std::shared_ptr<const CudaCodecWeights> weigh
     post_module_ = zero_transformer(w.post_module);
     for (const fc::Resample& r : w.upsample) {
         upsample_.push_back(zero_overlap(r.up));
-        upsample_blocks_.push_back(zero_history(r.block.dwconv.kernel - 1, r.block.dwconv.channels));
+        upsample_blocks_.push_back(zero_history(r.block));
     }
-    decoder_in_ = zero_history(w.decoder_in.context(), w.decoder_in.in);
+    decoder_in_ = zero_history(w.decoder_in);
     for (const fc::DecoderBlock& b : w.decoder_blocks) {
         block_upsample_.push_back(zero_overlap(b.upsample));
         block_units_.push_back({zero_unit(b.units[0]), zero_unit(b.units[1]), zero_unit(b.units[2])});
     }
-    decoder_out_ = zero_history(w.decoder_out.context(), w.decoder_out.in);
+    decoder_out_ = zero_history(w.decoder_out);
 }
 
 CudaCodecDecoder::~CudaCodecDecoder() = default;

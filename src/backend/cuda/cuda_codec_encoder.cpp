@@ -18,32 +18,20 @@ CudaCodecEncoder::CudaCodecEncoder(const fc::FishCodec& codec)
       samples_per_frame_(codec.samples_per_frame()),
       books_(codec.codebooks()) {
     const fc::Weights& w = weights_->host();
-    in_ = zero_history(w.encoder_in.context(), w.encoder_in.in);
+    in_ = zero_history(w.encoder_in);
     for (const fc::EncoderBlock& b : w.encoder_blocks) {
         units_.push_back({zero_unit(b.units[0]), zero_unit(b.units[1]), zero_unit(b.units[2])});
-        block_downsample_.push_back(zero_history(b.downsample.context(), b.downsample.in));
+        block_downsample_.push_back(zero_history(b.downsample));
         block_transformer_.push_back(b.has_transformer ? zero_transformer(b.transformer) : TransformerState{});
     }
-    out_ = zero_history(w.encoder_out.context(), w.encoder_out.in);
+    out_ = zero_history(w.encoder_out);
     for (const fc::Resample& r : w.downsample) {
-        down_.push_back(zero_history(r.down.context(), r.down.in));
-        down_blocks_.push_back(zero_history(r.block.dwconv.kernel - 1, r.block.dwconv.channels));
+        down_.push_back(zero_history(r.down));
+        down_blocks_.push_back(zero_history(r.block));
     }
     pre_ = zero_transformer(w.pre_module);
-    // Each code's squared norm, summed as the CPU's quantizer sums it.
-    for (int64_t book = 0; book < books_; ++book) {
-        const fc::Codebook& cb = w.codebook(book);
-        std::vector<float>& squares = code_squares_host_.emplace_back(static_cast<size_t>(cb.size));
-        for (int64_t k = 0; k < cb.size; ++k) {
-            float s = 0.0f;
-            for (int64_t i = 0; i < cb.dim; ++i) {
-                const float v = cb.normalized[static_cast<size_t>(k * cb.dim + i)];
-                s += v * v;
-            }
-            squares[static_cast<size_t>(k)] = s;
-        }
-        code_squares_.push_back(DeviceBuffer::from_vector(squares));
-    }
+    for (int64_t book = 0; book < books_; ++book)
+        code_squares_.push_back(DeviceBuffer::from_vector(fc::code_squares(w.codebook(book))));
 }
 
 int64_t CudaCodecEncoder::encode_latent(int64_t steps) {

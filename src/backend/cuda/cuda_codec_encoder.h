@@ -41,8 +41,7 @@ private:
     std::vector<TransformerState> block_transformer_;
     std::vector<RowHistory> down_, down_blocks_;
     TransformerState pre_;
-    std::vector<std::vector<float>> code_squares_host_;  // per codebook, as the CPU computes them
-    std::vector<DeviceBuffer> code_squares_;
+    std::vector<DeviceBuffer> code_squares_;  // fish_codec::code_squares of each codebook
     DeviceBuffer projected_, codes_;
 };
 

@@ -76,18 +76,17 @@ CudaCodecWeights::CudaCodecWeights(const fc::FishCodec& codec, Half half)
         upload_layer(w.encoder_out);
         for (const fc::Resample& r : w.downsample) upload_layer(r.down), upload_layer(r.block);
         upload_layer(w.pre_module);
-        DUET_CUDA_CHECK(cudaDeviceSynchronize());  // as below
-        return;
+    } else {
+        upload_layer(w.post_module);
+        for (const fc::Resample& r : w.upsample) upload_layer(r.up), upload_layer(r.block);
+        upload_layer(w.decoder_in);
+        for (const fc::DecoderBlock& b : w.decoder_blocks) {
+            upload_layer(b.snake), upload_layer(b.upsample);
+            for (const fc::ResidualUnit& u : b.units) upload_layer(u);
+        }
+        upload_layer(w.decoder_snake);
+        upload_layer(w.decoder_out);
     }
-    upload_layer(w.post_module);
-    for (const fc::Resample& r : w.upsample) upload_layer(r.up), upload_layer(r.block);
-    upload_layer(w.decoder_in);
-    for (const fc::DecoderBlock& b : w.decoder_blocks) {
-        upload_layer(b.snake), upload_layer(b.upsample);
-        for (const fc::ResidualUnit& u : b.units) upload_layer(u);
-    }
-    upload_layer(w.decoder_snake);
-    upload_layer(w.decoder_out);
     // A copy from pageable memory may return before its bytes reach the device, and a decoder's
     // non-blocking stream is not ordered after the default stream's copies.
     DUET_CUDA_CHECK(cudaDeviceSynchronize());
@@ -126,7 +125,7 @@ CudaCodecLayers::TransformerState CudaCodecLayers::zero_transformer(const fc::Tr
 }
 
 CudaCodecLayers::ResidualUnitState CudaCodecLayers::zero_unit(const fc::ResidualUnit& unit) {
-    return {zero_history(unit.conv1.context(), unit.conv1.in), zero_history(unit.conv2.context(), unit.conv2.in)};
+    return {zero_history(unit.conv1), zero_history(unit.conv2)};
 }
 
 CudaCodecLayers::Overlap CudaCodecLayers::zero_overlap(const fc::ConvTranspose& conv) {

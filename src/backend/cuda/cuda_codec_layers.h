@@ -74,8 +74,13 @@ protected:
     TransformerState zero_transformer(const fish_codec::Transformer& t) const;
     ResidualUnitState zero_unit(const fish_codec::ResidualUnit& unit);
 
-    // Zeroed on the decoder's own stream, which every later use of the state follows.
+    // Zeroed on this stream's own CUDA stream, which every later use of the state follows.
     RowHistory zero_history(int64_t context, int64_t width);
+    // A causal conv's past (its context() input rows) and a ConvNeXt block's depthwise conv's.
+    RowHistory zero_history(const fish_codec::Conv& conv) { return zero_history(conv.context(), conv.in); }
+    RowHistory zero_history(const fish_codec::ConvNeXt& block) {
+        return zero_history(block.dwconv.kernel - 1, block.dwconv.channels);
+    }
     Overlap zero_overlap(const fish_codec::ConvTranspose& conv);
 
     // Each op reads `x` and writes its result into `out` (grown as needed), as its CPU namesake.

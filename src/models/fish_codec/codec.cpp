@@ -28,12 +28,7 @@ void add_codebook_rows(const Codebook& cb, const std::vector<int32_t>& codes, fl
 std::vector<int32_t> quantize(const Codebook& cb, Signal& latent, int64_t steps, ThreadPool* pool) {
     const int64_t width = cb.out_proj.out;
     const Signal projected = linear(cb.in_proj, latent.data(), steps, pool);
-    std::vector<float> code_squares(static_cast<size_t>(cb.size));
-    for (int64_t k = 0; k < cb.size; ++k) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < cb.dim; ++i) s += cb.normalized[static_cast<size_t>(k * cb.dim + i)] * cb.normalized[static_cast<size_t>(k * cb.dim + i)];
-        code_squares[static_cast<size_t>(k)] = s;
-    }
+    const std::vector<float> code_norms = code_squares(cb);
     std::vector<int32_t> codes(static_cast<size_t>(steps));
     parallel_for(pool, steps, 1, [&](int64_t begin, int64_t end) {
         std::vector<float> e(static_cast<size_t>(cb.dim));
@@ -53,7 +48,7 @@ std::vector<int32_t> quantize(const Codebook& cb, Signal& latent, int64_t steps,
                 const float* code = cb.normalized.data() + k * cb.dim;
                 float dot = 0.0f;
                 for (int64_t i = 0; i < cb.dim; ++i) dot += e[static_cast<size_t>(i)] * code[i];
-                const float distance = e_squares - 2.0f * dot + code_squares[static_cast<size_t>(k)];
+                const float distance = e_squares - 2.0f * dot + code_norms[static_cast<size_t>(k)];
                 if (distance < best_distance) {
                     best_distance = distance;
                     best = static_cast<int32_t>(k);

@@ -271,4 +271,17 @@ Weights bind_weights(const Config& c, const TensorLookup& lookup, const std::str
     return w;
 }
 
+std::vector<float> code_squares(const Codebook& cb) {
+    std::vector<float> squares(static_cast<size_t>(cb.size));
+    for (int64_t k = 0; k < cb.size; ++k) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < cb.dim; ++i) {
+            const float v = cb.normalized[static_cast<size_t>(k * cb.dim + i)];
+            s += v * v;
+        }
+        squares[static_cast<size_t>(k)] = s;
+    }
+    return squares;
+}
+
 }  // namespace duet::fish_codec

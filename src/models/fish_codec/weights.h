@@ -34,6 +34,10 @@ struct Codebook {
     std::vector<float> normalized;  // entries / ‖entry‖, for the nearest-code search
 };
 
+// Each normalised entry's squared norm [size], the |c|² of the nearest-code search, summed in the
+// order every encoder (CPU and GPU) uses so that their distances agree.
+std::vector<float> code_squares(const Codebook& cb);
+
 struct Resample {
     Conv down;  // quantizer.downsample: conv with kernel = stride = factor
     ConvTranspose up;
