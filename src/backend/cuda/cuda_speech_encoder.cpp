@@ -8,7 +8,6 @@
 
 #include "backend/cuda/f32_products.h"
 #include "base/error.h"
-#include "kernels/cpu/rope.h"
 #include "kernels/cuda/codec_kernels.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
@@ -118,7 +117,7 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
     if (n == 0) return;
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto stream = blas_.stream();
-    const int64_t width = c.width, hd = c.head_dim(), half = c.rotary_dim() / 2;
+    const int64_t width = c.width, hd = c.head_dim();
     float* x = grown(x_, n * width);
     float* normed = grown(normed_, n * width);
     float* qkv = grown(qkv_, n * 3 * width);
@@ -126,14 +125,13 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
     float* branch = grown(branch_, n * width);
     float* hidden = grown(hidden_, n * c.ffn);
     // The rotary angles of positions 0 … n−1, as the CPU computes them.
-    std::vector<float> cos(static_cast<size_t>(n * half)), sin(cos.size());
-    for (int64_t t = 0; t < n; ++t) {
-        cpu::rope_angles(t, c.rotary_dim(), c.rope_base, cos.data() + t * half, sin.data() + t * half);
-    }
-    float* device_cos = grown(cos_, n * half);
-    float* device_sin = grown(sin_, n * half);
-    DUET_CUDA_CHECK(cudaMemcpyAsync(device_cos, cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-    DUET_CUDA_CHECK(cudaMemcpyAsync(device_sin, sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    const transcribe::RopeTables rope(c, n);
+    float* device_cos = grown(cos_, n * rope.half);
+    float* device_sin = grown(sin_, n * rope.half);
+    DUET_CUDA_CHECK(cudaMemcpyAsync(device_cos, rope.cos.data(), rope.cos.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream));
+    DUET_CUDA_CHECK(cudaMemcpyAsync(device_sin, rope.sin.data(), rope.sin.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream));
     DUET_CUDA_CHECK(cudaMemcpyAsync(x, host_x.data(), host_x.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
 
     layer_norm(w.embed_norm, x, n, width, c.norm_eps, x);

@@ -56,20 +56,15 @@ EncoderWeights bind_encoder(const EncoderConfig& c, WeightBinder& binder, const 
     return w;
 }
 
-namespace {
-
-// The rotary tables of positions 0 … n−1: [n, rotary_dim / 2] each.
-struct RopeTables {
-    RopeTables(const EncoderConfig& c, int64_t n) : half(c.rotary_dim() / 2) {
-        cos.resize(static_cast<size_t>(n * half));
-        sin.resize(static_cast<size_t>(n * half));
-        for (int64_t t = 0; t < n; ++t) {
-            cpu::rope_angles(t, c.rotary_dim(), c.rope_base, cos.data() + t * half, sin.data() + t * half);
-        }
+RopeTables::RopeTables(const EncoderConfig& c, int64_t n) : half(c.rotary_dim() / 2) {
+    cos.resize(static_cast<size_t>(n * half));
+    sin.resize(static_cast<size_t>(n * half));
+    for (int64_t t = 0; t < n; ++t) {
+        cpu::rope_angles(t, c.rotary_dim(), c.rope_base, cos.data() + t * half, sin.data() + t * half);
     }
-    int64_t half;
-    std::vector<float> cos, sin;
-};
+}
+
+namespace {
 
 // q/k LayerNorm (when on) and RoPE on every head of q and k, in place in the [q | k | v] rows.
 void prepare_queries_and_keys(const EncoderConfig& c, const EncoderLayerWeights& l, const RopeTables& rope,

@@ -51,6 +51,13 @@ public:
                      int64_t keys) = 0;
 };
 
+// The rotary tables of positions 0 … n−1, [n, rotary_dim / 2] each, as both forms of the layers use them.
+struct RopeTables {
+    RopeTables(const EncoderConfig& config, int64_t n);
+    int64_t half;
+    std::vector<float> cos, sin;
+};
+
 // `prefix` ends with a dot, e.g. "perception.encoder.asr_encoder.".
 EncoderWeights bind_encoder(const EncoderConfig& config, WeightBinder& binder, const std::string& prefix);
 
