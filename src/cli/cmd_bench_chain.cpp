@@ -49,9 +49,7 @@ int bench_product_chain(const Args& args) {
         // what runs before it (clocks settling after the resident kernel's polling, the weights
         // just written); each way's figure is the median over the rounds.
         std::vector<cuda::ChainHandOver> ways;
-        for (cuda::ChainHandOver way : {cuda::ChainHandOver::duet_products, cuda::ChainHandOver::kernel_end,
-                                        cuda::ChainHandOver::block_counts, cuda::ChainHandOver::one_kernel,
-                                        cuda::ChainHandOver::staged}) {
+        for (cuda::ChainHandOver way : cuda::kChainHandOvers) {
             if (cuda::ProductChain::available(way)) ways.push_back(way);
         }
         std::vector<std::vector<double>> rounds_us(ways.size());

@@ -22,6 +22,23 @@ __device__ __forceinline__ void bulk_barrier_init(uint64_t* barrier) {
 #endif
 }
 
+// Sets up a barrier that `arrivals` plain arrivals (barrier_arrive) complete, as a ring's "stage
+// free" signal. Same rules as bulk_barrier_init.
+__device__ __forceinline__ void arrivals_barrier_init(uint64_t* barrier, unsigned arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(arrivals) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// One arrival on a barrier set up by arrivals_barrier_init (release: the arriving thread's reads of
+// the stage are done before a waiter refills it).
+__device__ __forceinline__ void barrier_arrive(uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier)) : "memory");
+#endif
+}
+
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global `from` into shared
 // `to`; the barrier's current phase completes once they have all arrived. One thread a phase.
 __device__ __forceinline__ void bulk_copy_to_shared(void* to, const void* from, uint32_t bytes, uint64_t* barrier) {

@@ -17,6 +17,16 @@ int current_device_multiprocessors() {
     return multiprocessors;
 }
 
+size_t max_dynamic_shared_bytes(const void* kernel) {
+    int device = 0, limit = 0;
+    DUET_CUDA_CHECK(cudaGetDevice(&device));
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cudaFuncAttributes attributes{};
+    DUET_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    return static_cast<size_t>(limit) > attributes.sharedSizeBytes ? static_cast<size_t>(limit) - attributes.sharedSizeBytes
+                                                                   : 0;
+}
+
 int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
     int device = 0;
     DUET_CUDA_CHECK(cudaGetDevice(&device));

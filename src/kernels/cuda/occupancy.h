@@ -9,6 +9,10 @@ namespace duet::cuda {
 // The current device's multiprocessors.
 int current_device_multiprocessors();
 
+// The most dynamic shared memory a block of `kernel` may opt in to on the current device: the
+// device's per-block limit less the kernel's own static shared memory.
+size_t max_dynamic_shared_bytes(const void* kernel);
+
 // Blocks of `kernel` (`threads` a block, `shared_bytes` of dynamic shared memory) resident at once on
 // the current device; 0 when none fits. Kept per device and kernel after the first query, so that
 // launches on a decode step's path pay nothing for it (attributes set on the kernel later, such as

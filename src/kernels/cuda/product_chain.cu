@@ -153,6 +153,128 @@ __global__ void __launch_bounds__(kStagedThreads, 1) chain_staged_kernel(ChainLi
     }
 }
 
+// The streamed way: one resident kernel, a block an SM, block b taking the same share of every
+// product's rows (rows · b / blocks onwards), in tiles of up to a stage's bytes. A warp of its own
+// keeps the ring of stages filled by bulk copies with the block's next tiles, product after product,
+// whether or not their inputs are ready, refilling each stage as soon as the warp that read it lets
+// it go: the memory keeps streaming through the hand-overs, which cost the counts, the input's load
+// and the tiles' arithmetic from shared memory. The reading warps take a product's tiles in turn,
+// each tile whole (no barrier between them), and meet only at the hand-over. (The one-kernel way had
+// only a row's first loads in flight at a hand-over; the staged way streams past its first stages
+// only as fast as one block refills them, and pays a kernel's end a product.)
+constexpr int kStreamWarps = 8;  // the warps that read the stages; one more fills them
+constexpr int kStreamReaders = kStreamWarps * kWarpSize;
+constexpr int kStreamThreads = kStreamReaders + kWarpSize;
+constexpr int kStreamMaxStages = 16;
+constexpr int64_t kStreamStageBytes = 16 * 1024;  // the least a stage holds; more where a row is longer
+
+// A barrier of the reading warps alone (the filling warp never joins one).
+__device__ __forceinline__ void readers_sync() {
+    asm volatile("bar.sync 1, %0;" ::"n"(kStreamReaders) : "memory");
+}
+
+// Block blockIdx.x's rows of a product, [first, end), in tiles of tile_rows rows (a power of two up
+// to 8, as many as a stage holds).
+struct StreamShare {
+    int64_t first, end, tile_rows, tiles;
+};
+
+__host__ __device__ inline int64_t stream_tile_rows(int64_t chunks, int64_t stage_bytes) {
+    int64_t rows = 8;
+    while (rows > 1 && rows * chunks * 16 > stage_bytes) rows /= 2;
+    return rows;
+}
+
+__device__ __forceinline__ StreamShare stream_share(const ChainLink& link, int64_t stage_bytes) {
+    StreamShare s;
+    s.first = link.rows * blockIdx.x / gridDim.x;
+    s.end = link.rows * (blockIdx.x + 1) / gridDim.x;
+    s.tile_rows = stream_tile_rows(link.chunks, stage_bytes);
+    s.tiles = (s.end - s.first + s.tile_rows - 1) / s.tile_rows;
+    return s;
+}
+
+__global__ void __launch_bounds__(kStreamThreads, 1) chain_streamed_kernel(const ChainLink* links, int64_t products,
+                                                                           int stages, int64_t stage_bytes,
+                                                                           int64_t max_chunks, unsigned* done) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ uint64_t full[kStreamMaxStages], empty[kStreamMaxStages];
+    float4* x_lower = reinterpret_cast<float4*>(ring + stages * stage_bytes);
+    float4* x_upper = x_lower + max_chunks;
+    auto stage_of = [&](int64_t t) { return ring + (t % stages) * stage_bytes; };
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+    if (threadIdx.x == kStreamReaders) {
+        for (int s = 0; s < stages; ++s) {
+            bulk_barrier_init(&full[s]);
+            arrivals_barrier_init(&empty[s], 1);
+        }
+    }
+    __syncthreads();
+    if (warp == kStreamWarps) {
+        // The filling warp: every tile of the block in order, each into its stage once the tile
+        // `stages` before it has been read.
+        if (lane != 0) return;
+        int64_t t = 0;
+        for (int64_t p = 0; p < products; ++p) {
+            const ChainLink link = links[p];
+            const StreamShare share = stream_share(link, stage_bytes);
+            for (int64_t k = 0; k < share.tiles; ++k, ++t) {
+                const int s = static_cast<int>(t % stages);
+                if (t >= stages) bulk_wait(&empty[s], static_cast<uint32_t>((t / stages - 1) & 1));
+                const int64_t row = share.first + k * share.tile_rows;
+                const int64_t rows = min(share.tile_rows, share.end - row);
+                bulk_copy_to_shared(stage_of(t), link.w + row * link.chunks,
+                                    static_cast<uint32_t>(rows * link.chunks * 16), &full[s]);
+            }
+        }
+        return;
+    }
+    int64_t first_tile = 0;  // the block's tiles of the products before
+    for (int64_t p = 0; p < products; ++p) {
+        const ChainLink link = links[p];
+        const StreamShare share = stream_share(link, stage_bytes);
+        if (p > 0) {
+            if (threadIdx.x == 0) {
+                unsigned seen;
+                do {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(done + p - 1) : "memory");
+                } while (seen < gridDim.x);
+            }
+            readers_sync();
+        }
+        if (share.tiles > 0) {
+            // Past L1: the input was written by other blocks of this kernel.
+            for (int64_t i = threadIdx.x; i < 2 * link.chunks; i += kStreamReaders) {
+                (i % 2 == 0 ? x_lower : x_upper)[i / 2] = __ldcg(link.x + i);
+            }
+            readers_sync();
+        }
+        for (int64_t k = warp; k < share.tiles; k += kStreamWarps) {
+            const int64_t t = first_tile + k;
+            const int s = static_cast<int>(t % stages);
+            bulk_wait(&full[s], static_cast<uint32_t>((t / stages) & 1));
+            const int64_t first_row = share.first + k * share.tile_rows;
+            const int64_t rows = min(share.tile_rows, share.end - first_row);
+            const uint4* w = reinterpret_cast<const uint4*>(stage_of(t));
+            for (int64_t r = 0; r < rows; ++r) {
+                float acc = 0.0f;
+                for (int64_t c = lane; c < link.chunks; c += kWarpSize) {
+                    acc = dot8(w[r * link.chunks + c], x_lower[c], x_upper[c], acc);
+                }
+                acc = warp_sum(acc);
+                if (lane == 0) link.y[first_row + r] = acc;
+            }
+            __syncwarp();
+            if (lane == 0) barrier_arrive(&empty[s]);
+        }
+        first_tile += share.tiles;
+        // Every reader's rows written before the count: the barrier orders them before thread 0's
+        // release, which makes them visible with its own.
+        readers_sync();
+        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(done + p) : "memory");
+    }
+}
+
 // One product, a warp a row. With kCounts the block waits for `wait_target` blocks of the previous
 // product to have counted themselves in `wait_count` (none for the first) instead of the previous
 // kernel's end, and counts itself into `done`.
@@ -217,6 +339,7 @@ const char* hand_over_name(ChainHandOver hand_over) {
         case ChainHandOver::block_counts: return "block_counts";
         case ChainHandOver::one_kernel: return "one_kernel";
         case ChainHandOver::staged: return "staged";
+        case ChainHandOver::streamed: return "streamed";
     }
     return "?";
 }
@@ -254,6 +377,19 @@ ProductChain::ProductChain(int64_t rows, int64_t cols, int64_t products, uint64_
     if (available(ChainHandOver::staged)) {
         DUET_CUDA_CHECK(cudaFuncSetAttribute(chain_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(kStagedShareBytes)));
+        // The streamed ring: as many stages as fit beside the widest input (lower and upper float4 of
+        // each 16-byte group) and the kernel's own shared memory.
+        const int64_t max_chunks = std::max(rows, cols) / 8;
+        const size_t input_bytes = static_cast<size_t>(max_chunks) * 2 * sizeof(float4);
+        const size_t room = max_dynamic_shared_bytes(reinterpret_cast<const void*>(chain_streamed_kernel));
+        streamed_stage_bytes_ = std::max<int64_t>(kStreamStageBytes, max_chunks * 16);  // a row at least
+        streamed_stages_ = room > input_bytes ? static_cast<int>(std::min<int64_t>(
+                                                    kStreamMaxStages,
+                                                    static_cast<int64_t>(room - input_bytes) / streamed_stage_bytes_))
+                                              : 0;
+        streamed_shared_bytes_ = static_cast<size_t>(streamed_stages_ * streamed_stage_bytes_) + input_bytes;
+        DUET_CUDA_CHECK(cudaFuncSetAttribute(chain_streamed_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(streamed_shared_bytes_)));
     }
     DUET_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -272,7 +408,7 @@ void ProductChain::clear_outputs() {
 }
 
 bool ProductChain::available(ChainHandOver hand_over) {
-    return hand_over != ChainHandOver::staged || bulk_copies_available();
+    return (hand_over != ChainHandOver::staged && hand_over != ChainHandOver::streamed) || bulk_copies_available();
 }
 
 void ProductChain::run(ChainHandOver hand_over, cudaStream_t stream) {
@@ -280,13 +416,16 @@ void ProductChain::run(ChainHandOver hand_over, cudaStream_t stream) {
             " way needs compute capability 9.0 (bulk copies into shared memory)");
     auto link = [&](int64_t p) { return link_of(weights_of(p), vector(p), vector(p + 1), out_rows(p), in_cols(p)); };
     unsigned* counts = counts_.as<unsigned>();
-    if (hand_over == ChainHandOver::block_counts || hand_over == ChainHandOver::one_kernel) {
+    if (hand_over == ChainHandOver::block_counts || hand_over == ChainHandOver::one_kernel ||
+        hand_over == ChainHandOver::streamed) {
         DUET_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(products_) * sizeof(unsigned), stream));
     }
-    if (hand_over == ChainHandOver::one_kernel) {
+    if (hand_over == ChainHandOver::one_kernel || hand_over == ChainHandOver::streamed) {
+        const bool streamed = hand_over == ChainHandOver::streamed;
         cudaLaunchConfig_t config{};
-        config.gridDim = dim3(resident_blocks_);
-        config.blockDim = dim3(kChainThreads);
+        config.gridDim = dim3(streamed ? staged_blocks_ : resident_blocks_);
+        config.blockDim = dim3(streamed ? kStreamThreads : kChainThreads);
+        config.dynamicSmemBytes = streamed ? streamed_shared_bytes_ : 0;
         config.stream = stream;
         // A cooperative launch fails rather than leaving blocks unscheduled, which would spin forever.
         cudaLaunchAttribute cooperative{};
@@ -294,8 +433,15 @@ void ProductChain::run(ChainHandOver hand_over, cudaStream_t stream) {
         cooperative.val.cooperative = 1;
         config.attrs = &cooperative;
         config.numAttrs = 1;
-        DUET_CUDA_CHECK(cudaLaunchKernelEx(&config, chain_one_kernel, links_.as<const ChainLink>(), products_,
-                                           counts));
+        const ChainLink* links = links_.as<const ChainLink>();
+        require(!streamed || streamed_stages_ >= 2, "product chain: inputs of ", std::max(rows_, cols_),
+                " values leave no room in shared memory for the streamed way's stages");
+        if (streamed) {
+            DUET_CUDA_CHECK(cudaLaunchKernelEx(&config, chain_streamed_kernel, links, products_, streamed_stages_,
+                                               streamed_stage_bytes_, std::max(rows_, cols_) / 8, counts));
+        } else {
+            DUET_CUDA_CHECK(cudaLaunchKernelEx(&config, chain_one_kernel, links, products_, counts));
+        }
         return;
     }
     for (int64_t p = 0; p < products_; ++p) {
@@ -328,7 +474,7 @@ double ProductChain::median_pass_us(ChainHandOver hand_over, int repeats) {
     require(repeats >= 1, "product chain: ", repeats, " timed passes");
     StreamTimer timer;
     cudaGraphExec_t graph = nullptr;
-    if (hand_over != ChainHandOver::one_kernel) {
+    if (hand_over != ChainHandOver::one_kernel && hand_over != ChainHandOver::streamed) {
         cudaGraph_t recorded = nullptr;
         DUET_CUDA_CHECK(cudaStreamBeginCapture(timer.stream(), cudaStreamCaptureModeThreadLocal));
         run(hand_over, timer.stream());

@@ -24,8 +24,16 @@ enum class ChainHandOver {
                     // for the first of its rows' weights as bulk copies into shared memory (up to about
                     // 100 KB, so that two products' blocks share an SM), then streams the rest through
                     // the same stages
+    streamed,       // one resident kernel, a block an SM, each block the same share of every product's
+                    // rows: one thread keeps a ring of shared memory filled with the block's next
+                    // weights, product after product, whatever the hand-overs; the warps take a
+                    // product's rows from the ring once every block has counted the one before done
 };
 const char* hand_over_name(ChainHandOver hand_over);
+// Every hand-over, in the order the bench and the tests take them.
+inline constexpr ChainHandOver kChainHandOvers[] = {ChainHandOver::duet_products, ChainHandOver::kernel_end,
+                                                    ChainHandOver::block_counts,  ChainHandOver::one_kernel,
+                                                    ChainHandOver::staged,        ChainHandOver::streamed};
 
 // Products alternate between [rows, cols] and [cols, rows] matrices so that each feeds the next;
 // each product has its own weights (a chain longer than L2 holds streams them all from memory).
@@ -38,14 +46,14 @@ public:
     // Sets every product's output to NaN, so that a row left unwritten, or read before it was
     // written, shows in the output.
     void clear_outputs();
-    // Whether this device runs the hand-over (staged needs compute capability 9.0; the others run
-    // everywhere).
+    // Whether this device runs the hand-over (staged and streamed need compute capability 9.0; the
+    // others run everywhere).
     static bool available(ChainHandOver hand_over);
     // One pass of the chain on `stream`; the caller synchronises. The hand-overs other than
     // duet_products each leave the same output.
     void run(ChainHandOver hand_over, cudaStream_t stream);
     // Median µs of one pass over `repeats` timed passes (after two untimed ones); the kernel-a-product
-    // ways run as a recorded graph, the one-kernel way as one launch.
+    // ways run as a recorded graph, the one-kernel and streamed ways as one launch.
     double median_pass_us(ChainHandOver hand_over, int repeats);
 
     int64_t products() const { return products_; }
@@ -64,7 +72,10 @@ private:
 
     int64_t rows_, cols_, products_, vector_stride_;
     unsigned resident_blocks_ = 0;  // the one-kernel chain's grid: every block resident at once
-    unsigned staged_blocks_ = 0;    // the staged chain's grid: a block an SM
+    unsigned staged_blocks_ = 0;    // the staged and streamed chains' grid: a block an SM
+    int streamed_stages_ = 0;       // the streamed chain's ring, in stages
+    int64_t streamed_stage_bytes_ = 0;
+    size_t streamed_shared_bytes_ = 0;
     DeviceBuffer weights_, vectors_, counts_, links_;
 };
 
