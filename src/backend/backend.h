@@ -422,14 +422,18 @@ public:
     // MambaMiddleArgs: three ops that a backend may run as one for a decode token.
     virtual void mamba_conv_scan_norm(const MambaMiddleArgs& a) {
         run_conv(a.conv, a.scan.n);
+        mark("mamba middle: conv", MarkLevel::Op);
         ssm_scan(a.scan);
+        mark("mamba middle: scan", MarkLevel::Op);
         gated_group_rmsnorm(a.scan.y, a.z, a.z_stride, a.norm_weight, a.scan.n, a.scan.heads * a.scan.head_dim,
                             a.norm_groups, a.eps);
     }
     // DeltaMiddleArgs: three ops that a backend may run as one for a decode token.
     virtual void delta_conv_rule_norm(const DeltaMiddleArgs& a) {
         run_conv(a.conv, a.rule.n);
+        mark("delta middle: conv", MarkLevel::Op);
         gated_delta_rule(a.rule);
+        mark("delta middle: rule", MarkLevel::Op);
         head_rmsnorm_silu_gate(a.rule.out, a.z, a.z_stride, a.norm_weight, a.rule.n, a.rule.v_heads, a.rule.v_dim,
                                a.eps);
     }

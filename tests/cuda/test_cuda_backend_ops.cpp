@@ -558,6 +558,27 @@ TEST_F(CudaBackendOps, SelectiveScanOneTokenAndManyWithHistory) {
     }
 }
 
+// The convolution's token blocks (16 tokens a thread): fewer tokens than the ring holds, one
+// block's worth and a part-filled last block, with and without the ring's history, kernels 2 to 8.
+TEST_F(CudaBackendOps, ConvolutionOverTokenBlocks) {
+    const int64_t channels = 150;
+    for (int64_t kernel : {int64_t(2), int64_t(4), int64_t(8)}) {
+        for (int64_t n : {int64_t(2), int64_t(16), int64_t(53)}) {
+            const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels);
+            for (bool history : {false, true}) {
+                expect_same({random_values(rng_, n * (channels + 5)), random_values(rng_, (kernel - 1) * channels),
+                             std::vector<float>(n * channels), std::vector<float>(n * (kernel - 1) * channels)},
+                            {1, 2, 3},
+                            [&](Backend& b, std::vector<float*> p) {
+                                b.causal_conv1d_silu(p[0], channels + 5, n, channels, taps.data(), bias.data(), kernel,
+                                                     p[1], p[2], history ? p[3] : nullptr);
+                            },
+                            1e-5, history ? "conv over token blocks, with history" : "conv over token blocks");
+            }
+        }
+    }
+}
+
 TEST_F(CudaBackendOps, ConvolutionAndSelectiveScanWithHistory) {
     const int64_t n = 6, channels = 70, kernel = 4;
     const std::vector<float> taps = random_values(rng_, channels * kernel), bias = random_values(rng_, channels);
@@ -841,6 +862,34 @@ TEST_F(CudaBackendOps, GatedDeltaRuleAtModelHeadSizes) {
                         },
                         1e-4, "delta rule at model head sizes");
         }
+    }
+}
+
+// Prompts through the GPU's chunked form (delta_rule_chunked) against the CPU's: several chunks with
+// a part-filled last one, chunks shorter than the kernel's 64 rows, a value head whose last
+// 32-column slice is part-filled, three value heads a key head, and a strong decay (the chunk's
+// e^G far below 1).
+TEST_F(CudaBackendOps, GatedDeltaRuleChunkedOverPrompts) {
+    struct Shape {
+        int64_t n, chunk, kh, vh, dk, dv;
+        float decay_low, decay_high;
+    };
+    for (const Shape& sh : {Shape{200, 64, 2, 4, 128, 128, -3.0f, -0.5f}, Shape{97, 16, 1, 3, 64, 48, -3.0f, -0.5f},
+                            Shape{130, 64, 2, 2, 32, 80, -12.0f, -6.0f}}) {
+        const int64_t width = 2 * sh.kh * sh.dk + sh.vh * sh.dv;
+        const std::vector<float> neg = random_values(rng_, sh.vh, sh.decay_low, sh.decay_high),
+                                 dt_bias = random_values(rng_, sh.vh);
+        expect_same({random_values(rng_, sh.n * width), random_values(rng_, sh.n * sh.vh),
+                     random_values(rng_, sh.n * sh.vh), random_values(rng_, sh.vh * sh.dk * sh.dv, -0.1f, 0.1f),
+                     std::vector<float>(sh.n * sh.vh * sh.dv)},
+                    {3, 4},
+                    [&](Backend& b, std::vector<float*> p) {
+                        GatedDeltaArgs g = delta_rule_args(sh.n, sh.kh, sh.vh, sh.dk, sh.dv, p[0], width, p[1], p[2],
+                                                           p[3], p[4], neg, dt_bias);
+                        g.chunk = sh.chunk;
+                        b.gated_delta_rule(g);
+                    },
+                    1e-4, "delta rule over a prompt, chunked");
     }
 }
 

@@ -12,27 +12,36 @@ namespace duet {
 StepMarks::StepMarks(cudaStream_t stream) : stream_(stream) {
     const char* on = std::getenv("DUET_CUDA_MARKS");
     enabled_ = on != nullptr && std::strcmp(on, "0") != 0;
-    ops_ = enabled_ && std::strcmp(on, "ops") == 0;
+    prefill_ = enabled_ && std::strcmp(on, "prefill") == 0;
+    ops_ = enabled_ && (std::strcmp(on, "ops") == 0 || prefill_);
     if (enabled_) slots_ = cuda::DeviceBuffer(kMaxMarks * sizeof(uint64_t));
 }
 
 void StepMarks::begin_step() {
     if (!enabled_) return;
     in_step_ = true;
+    timing_ = !prefill_;
+    if (prefill_) return;  // the next mark outside a step starts the timing again
     labels_.clear();
     cuda::record_time(slots_.as<uint64_t>(), stream_);
 }
 
 void StepMarks::mark(std::string_view label, bool op) {
-    if (!in_step_ || (op && !ops_) || labels_.size() + 1 >= kMaxMarks) return;
+    if (!enabled_) return;
+    if (prefill_ && !in_step_ && !timing_) {  // the first mark after a step starts the timing again
+        timing_ = true;
+        labels_.clear();
+        cuda::record_time(slots_.as<uint64_t>(), stream_);
+    }
+    if (!timing_ || (op && !ops_) || labels_.size() + 1 >= kMaxMarks) return;
     labels_.emplace_back(label);
     cuda::record_time(slots_.as<uint64_t>() + labels_.size(), stream_);
 }
 
 void StepMarks::end_step() {
     if (!in_step_) return;
-    mark("rest of the step");
-    in_step_ = false;
+    if (!prefill_) mark("rest of the step");
+    in_step_ = timing_ = false;
 }
 
 void StepMarks::report() const {
@@ -51,7 +60,8 @@ void StepMarks::report() const {
         sums[k].us += static_cast<double>(t[i + 1] - t[i]) * 1e-3;
         ++sums[k].count;
     }
-    std::fprintf(stderr, "%-22s %6s %10s %10s\n", "span of the last step", "count", "us", "us each");
+    std::fprintf(stderr, "%-22s %6s %10s %10s\n", prefill_ ? "span of the prefill" : "span of the last step", "count",
+                 "us", "us each");
     for (const Sum& s : sums) {
         std::fprintf(stderr, "%-22s %6d %10.1f %10.2f\n", s.label.c_str(), s.count, s.us, s.us / s.count);
     }

@@ -160,9 +160,16 @@ bool delta_step_fits(const DeltaMiddleArgs& args);
 // Backend::delta_conv_rule_norm for one token in one launch; every pointer device memory.
 // args.conv.out is not written.
 void delta_step(const DeltaMiddleArgs& args, cudaStream_t stream);
-// neg_exp_a_log, dt_bias: device. Always the recurrence (equal to the chunked form up to rounding);
-// k_dim at most 256.
+// neg_exp_a_log, dt_bias: device. The chunked form (delta_rule_chunked) where args.chunk asks for it
+// and it fits, else the recurrence token by token (equal up to rounding); k_dim at most 256.
 void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream);
+// Whether delta_rule_chunked takes these arguments: more than one token, a chunk asked for
+// (chunks of more than 64 tokens run as 64), k_dim a multiple of 4 up to 128, q and k rows in
+// 16-byte groups (qkv aligned, qkv_stride a multiple of 4), and the device's
+// shared memory a block may take holds the chunk's arrays (about 150 KB at k_dim 128).
+bool delta_rule_chunked_fits(const GatedDeltaArgs& args);
+// The delta rule over a prompt in the chunked (WY/UT) form, as the CPU's; pointers as gated_delta_rule.
+void delta_rule_chunked(const GatedDeltaArgs& args, cudaStream_t stream);
 // The scratch floats attention(args, …) needs (0: none). With args.position set it depends on
 // args.capacity, never on the position, so one buffer serves a recorded step at every position.
 size_t attention_scratch_floats(const AttentionArgs& args);

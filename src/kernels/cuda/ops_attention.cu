@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/alignment.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
@@ -58,36 +59,6 @@ __device__ __forceinline__ AttentionSpan attention_span(const AttentionArgs& a, 
     span.chunk = max(fewest_keys_per_split(a.head_dim), (span.total + splits - 1) / splits);
     span.active = (span.total + span.chunk - 1) / span.chunk;
     return span;
-}
-
-// Asynchronous global-to-shared copies: 16 bytes (both addresses 16-byte aligned) or 4, in commit
-// groups a thread waits for. Before sm_80 they are plain copies, done when issued.
-__device__ __forceinline__ void copy_async_16(float* shared, const float* global) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global) : "memory");
-#else
-    *reinterpret_cast<float4*>(shared) = *reinterpret_cast<const float4*>(global);
-#endif
-}
-__device__ __forceinline__ void copy_async_4(float* shared, const float* global) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(global) : "memory");
-#else
-    *shared = *global;
-#endif
-}
-__device__ __forceinline__ void copy_async_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int Pending>
-__device__ __forceinline__ void copy_async_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-#endif
 }
 
 // A tile's rows copied 4 bytes at a time, for head sizes or caches the 16-byte copies cannot take;

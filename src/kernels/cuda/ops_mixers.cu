@@ -1,7 +1,8 @@
 // The recurrent sequence mixers over several tokens: Mamba-2's causal convolution and selective
-// scan, and Gated DeltaNet's delta rule (attention over a cache is in ops_attention.cu). Each walks
-// its tokens in order, as the recurrences require; parallelism comes from channels, heads and head
-// dimensions.
+// scan, and Gated DeltaNet's delta rule token by token (attention over a cache is in
+// ops_attention.cu, the delta rule's chunked form in delta_rule_chunked.cu). The recurrences walk
+// their tokens in order, their parallelism coming from channels, heads and head dimensions; the
+// convolution's tokens are independent.
 #include <cstdint>
 
 #include "kernels/cuda/alignment.h"
@@ -17,7 +18,13 @@ namespace {
 constexpr int kMaxConvKernel = 8;
 constexpr int kMaxDeltaKeyDim = 256;
 
-// One thread per channel: a window of the last `kernel` inputs slides over the tokens.
+// Thread (channel, block of kConvTokens tokens): each output needs only the `kernel` inputs up to
+// its token, so the tokens need not be walked in order (one thread walking a channel's 512 prompt
+// tokens, each load waiting on memory, took a few hundred µs a layer). Input −history … −1 is the
+// ring's; the token block that holds token 0 also moves the ring on, having read the old one first.
+constexpr int kConvTokens = 16;
+static_assert(kConvTokens > kMaxConvKernel, "a token block's window reaches back into the ring only for block 0");
+
 __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
                                    const float* bias, int kernel, float* ring, float* out, float* ring_history) {
     wait_for_inputs();  // launched early: nothing before this reads or writes memory
@@ -25,20 +32,48 @@ __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int64_t n, 
     const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= channels) return;
     const int history = kernel - 1;
-    float window[kMaxConvKernel];
-    for (int j = 0; j < history; ++j) window[j] = ring[j * channels + c];
-    const float* w = taps + c * kernel;
-    for (int64_t t = 0; t < n; ++t) {
-        window[history] = x[t * x_stride + c];
-        float acc = bias != nullptr ? bias[c] : 0.0f;
-        for (int j = 0; j < kernel; ++j) acc += w[j] * window[j];
+    const int64_t t0 = int64_t(blockIdx.y) * kConvTokens;
+    // Inputs t0 − history … t0 + kConvTokens − 1, those past n unused.
+    auto input = [&](int64_t t) { return t >= 0 ? x[t * x_stride + c] : ring[(history + t) * channels + c]; };
+    float window[kConvTokens + kMaxConvKernel];
+#pragma unroll
+    for (int i = 0; i < kConvTokens + kMaxConvKernel; ++i) {
+        const int64_t t = t0 - history + i;
+        window[i] = i < history + kConvTokens && t < n ? input(t) : 0.0f;
+    }
+    float w[kMaxConvKernel];
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; ++j) w[j] = j < kernel ? taps[c * kernel + j] : 0.0f;
+    const float b = bias != nullptr ? bias[c] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kConvTokens; ++i) {
+        const int64_t t = t0 + i;
+        if (t >= n) break;
+        float acc = b;
+#pragma unroll
+        for (int j = 0; j < kMaxConvKernel; ++j) {
+            if (j < kernel) acc += w[j] * window[i + j];
+        }
         out[t * channels + c] = silu(acc);
-        for (int j = 0; j < history; ++j) window[j] = window[j + 1];
-        if (ring_history != nullptr) {
-            for (int j = 0; j < history; ++j) ring_history[(t * history + j) * channels + c] = window[j];
+        if (ring_history != nullptr) {  // the ring after token t: inputs t + 1 − history …  t
+#pragma unroll
+            for (int j = 0; j < kMaxConvKernel - 1; ++j) {
+                if (j < history) ring_history[(t * history + j) * channels + c] = window[i + 1 + j];
+            }
         }
     }
-    for (int j = 0; j < history; ++j) ring[j * channels + c] = window[j];
+    if (blockIdx.y == 0) {  // the ring after the last token: inputs n − history … n − 1
+        float next[kMaxConvKernel - 1];
+#pragma unroll
+        for (int j = 0; j < kMaxConvKernel - 1; ++j) {
+            const int64_t t = n - history + j;
+            next[j] = j < history ? (t >= 0 ? x[t * x_stride + c] : window[history + t]) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kMaxConvKernel - 1; ++j) {
+            if (j < history) ring[j * channels + c] = next[j];
+        }
+    }
 }
 
 // One warp per (head, head-dim row): the row's state is spread over the lanes. The general path,
@@ -280,8 +315,10 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
                         cudaStream_t stream) {
     require(kernel >= 1 && kernel <= kMaxConvKernel, "causal_conv1d_silu: kernel ", kernel, " is outside 1..",
             kMaxConvKernel);
-    if (channels == 0) return;
-    launch_early(conv1d_silu_kernel, dim3(static_cast<unsigned>((channels + 127) / 128)), dim3(128), 0, stream,
+    if (channels == 0 || n == 0) return;
+    launch_early(conv1d_silu_kernel,
+                 dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>((n + kConvTokens - 1) / kConvTokens)),
+                 dim3(128), 0, stream,
                  "conv1d_silu_kernel", x, x_stride, n, channels, taps, bias, static_cast<int>(kernel), ring, out,
                  ring_history);
 }
@@ -307,6 +344,10 @@ void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream) {
     require(args.k_dim >= 1 && args.k_dim <= kMaxDeltaKeyDim, "gated_delta_rule: key head dim ", args.k_dim,
             " is outside 1..", kMaxDeltaKeyDim);
     if (args.n == 0 || args.v_heads == 0 || args.v_dim == 0) return;
+    if (delta_rule_chunked_fits(args)) {
+        delta_rule_chunked(args, stream);
+        return;
+    }
     const auto blocks =
         static_cast<unsigned>(args.v_heads * ((args.v_dim + kDeltaColumns - 1) / kDeltaColumns));
     const int64_t rows = (args.k_dim + kDeltaWarps - 1) / kDeltaWarps;
