@@ -536,6 +536,29 @@ TEST_F(CudaBackendOps, AttentionRowsNormRotateAndStoreInOneOp) {
     }
 }
 
+// Prompts without a state history go through the GPU's chunked form (ssm_scan_chunked), against
+// the CPU's recurrence: Nemotron-H's head and state sizes in fewer heads over several chunks with a
+// part-filled last one, a head of 48 rows (a part-filled slice of 32) with 16 states, and two tokens.
+// The chunks' decays are products taken as differences of sums (e^{G_i − G_j}), hence 1e-4.
+TEST_F(CudaBackendOps, SelectiveScanChunkedOverPrompts) {
+    struct Shape {
+        int64_t n, heads, hd, groups, ns;
+    };
+    for (const Shape& sh : {Shape{200, 8, 64, 2, 128}, Shape{70, 6, 48, 3, 16}, Shape{2, 4, 64, 1, 128}}) {
+        const int64_t width = sh.heads * sh.hd + 2 * sh.groups * sh.ns;
+        const std::vector<float> dt_bias = random_values(rng_, sh.heads),
+                                 a = random_values(rng_, sh.heads, -2.0f, -0.5f), d = random_values(rng_, sh.heads);
+        expect_same({random_values(rng_, sh.n * width), random_values(rng_, sh.n * sh.heads),
+                     random_values(rng_, sh.heads * sh.hd * sh.ns), std::vector<float>(sh.n * sh.heads * sh.hd)},
+                    {2, 3},
+                    [&](Backend& b, std::vector<float*> p) {
+                        b.ssm_scan(scan_args(sh.n, {sh.heads, sh.hd, sh.groups, sh.ns}, p[0], width, p[1], sh.heads,
+                                             p[2], p[3], dt_bias, a, d));
+                    },
+                    1e-4, "ssm scan over a prompt, chunked");
+    }
+}
+
 TEST_F(CudaBackendOps, SelectiveScanOneTokenAndManyWithHistory) {
     // Nemotron-H's shape, fewer heads; 18 states take the general kernel.
     for (int64_t ns : {int64_t(128), int64_t(18)}) {

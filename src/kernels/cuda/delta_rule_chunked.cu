@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "kernels/cuda/alignment.h"
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/chunk_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
@@ -54,10 +55,6 @@ struct ChunkLayout {
         floats = d + kChunk;
     }
 };
-
-__device__ __forceinline__ float dot4(float4 x, float4 y, float acc) {
-    return fmaf(x.w, y.w, fmaf(x.z, y.z, fmaf(x.y, y.y, fmaf(x.x, y.x, acc))));
-}
 
 __global__ void __launch_bounds__(kChunkThreads, 1) delta_rule_chunked_kernel(GatedDeltaArgs a, int chunk) {
     wait_for_inputs();  // launched early: nothing before this reads or writes memory
@@ -140,17 +137,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) delta_rule_chunked_kernel(Ga
             }
             R[i * kSliceColumns + lane] *= B[i];
         }
-        if (warp == 0) {  // G: the decays' running sum (a scan over the lanes' two halves)
-            float low = G[lane], high = G[lane + kWarpSize];
-#pragma unroll
-            for (int offset = 1; offset < kWarpSize; offset *= 2) {
-                const float l = __shfl_up_sync(0xFFFFFFFFu, low, offset), u = __shfl_up_sync(0xFFFFFFFFu, high, offset);
-                if (lane >= offset) low += l, high += u;
-            }
-            high += __shfl_sync(0xFFFFFFFFu, low, kWarpSize - 1);
-            G[lane] = low;
-            G[lane + kWarpSize] = high;
-        }
+        if (warp == 0) warp_running_sum_64(G);  // G: the decays' running sum
         __syncthreads();
         if (tid < kChunk) {
             EG[tid] = expf(G[tid]);

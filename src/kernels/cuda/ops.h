@@ -144,8 +144,16 @@ void grouped_split_products(const void* const* experts, int64_t rows, int64_t co
 void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t channels, const float* taps,
                         const float* bias, int64_t kernel, float* ring, float* out, float* ring_history,
                         cudaStream_t stream);
-// dt_bias, a, d: device.
+// dt_bias, a, d: device. The chunked form (ssm_scan_chunked) where it fits, else token by token
+// (equal up to rounding).
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream);
+// Whether ssm_scan_chunked takes these arguments: more than one token, no state history (a
+// speculative step's states after each token), state_size a multiple of 4 up to 128, x in 16-byte
+// groups (aligned, x_stride and heads · head_dim multiples of 4), and room in shared memory for a
+// chunk's B and C (about 110 KB at 128 states).
+bool ssm_scan_chunked_fits(const SsmScanArgs& args);
+// The selective scan over a prompt in chunks of 64 tokens (the state space dual form).
+void ssm_scan_chunked(const SsmScanArgs& args, cudaStream_t stream);
 // Whether mamba_step takes these arguments: one token without histories, at most 8 heads a group
 // (a thread block cluster), the norm's groups the scan's, head_dim ≤ 64, state_size ≤ 128 and a
 // multiple of 4, on a device with clusters.

@@ -1,6 +1,7 @@
 // The recurrent sequence mixers over several tokens: Mamba-2's causal convolution and selective
 // scan, and Gated DeltaNet's delta rule token by token (attention over a cache is in
-// ops_attention.cu, the delta rule's chunked form in delta_rule_chunked.cu). The recurrences walk
+// ops_attention.cu; the chunked forms of both recurrences, for prompts, in delta_rule_chunked.cu and
+// ssm_scan_chunked.cu). The recurrences walk
 // their tokens in order, their parallelism coming from channels, heads and head dimensions; the
 // convolution's tokens are independent.
 #include <cstdint>
@@ -326,6 +327,10 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream) {
     const int64_t pairs = args.heads * args.head_dim;
     if (pairs == 0 || args.n == 0) return;
+    if (ssm_scan_chunked_fits(args)) {
+        ssm_scan_chunked(args, stream);
+        return;
+    }
     const int64_t ns = args.state_size;
     if (ns > 0 && ns % 4 == 0 && ns <= 8 * kWarpSize && aligned_16(args.state) &&
         (args.state_history == nullptr || aligned_16(args.state_history))) {
