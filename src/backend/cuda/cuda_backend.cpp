@@ -164,6 +164,8 @@ public:
     CudaBackend() {
         require(cuda::device_count() > 0, "no CUDA device is available");
         DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
+        DUET_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
         check_cublas(cublasCreate(&cublas_), "cublasCreate");
         check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
         // Exact f32 products, as the CPU computes them: no TF32 shortcuts.
@@ -180,6 +182,8 @@ public:
         marks_->report();
         graphs_.reset();
         cublasDestroy(cublas_);
+        cudaEventDestroy(routed_);
+        cudaStreamDestroy(copies_);
         cudaStreamDestroy(stream_);
     }
 
@@ -575,17 +579,8 @@ public:
             experts_in_two_launches(first, with_shared(w.down, w.shared_down), weights, nullptr, out, n);
             return;
         }
-        float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
-        const int32_t* row_of_slot = nullptr;
-        if (grouped(n, w.up[0])) {
-            row_of_slot = grouped_experts(x, n, k, experts, chosen, w.up, nullptr, w.down, result);
-        } else {
-            float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
-            cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid,
-                              stream_, /*relu2_out=*/true);
-            cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots,
-                              result, stream_);
-        }
+        // The shared expert first: it runs on the device while the host groups the routed experts.
+        if (grouped(n, w.up[0])) note_routed();
         float* shared_out = nullptr;
         if (has_shared) {
             float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * w.shared_up.rows));
@@ -598,6 +593,17 @@ public:
                                   nullptr, x, 1, n, shared_mid, stream_, /*relu2_out=*/true);
             }
             matmul(w.shared_down, shared_mid, n, shared_out);
+        }
+        float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
+        const int32_t* row_of_slot = nullptr;
+        if (grouped(n, w.up[0])) {
+            row_of_slot = grouped_experts(x, n, k, experts, chosen, w.up, nullptr, w.down, result);
+        } else {
+            float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
+            cuda::expert_gemv(expert_table(w.up), weight_type(w.up[0]), inter, hidden, chosen, x, k, slots, mid,
+                              stream_, /*relu2_out=*/true);
+            cuda::expert_gemv(expert_table(w.down), weight_type(w.down[0]), hidden, inter, chosen, mid, 1, slots,
+                              result, stream_);
         }
         cuda::combine_experts(result, weights, n, k, hidden, shared_out, nullptr, row_of_slot, out, stream_);
     }
@@ -623,6 +629,7 @@ public:
                                                    ProductOut{w.shared_expert_gate, gate_logit}};
             matmul_group(gating, x, n);
             cuda::route_softmax_topk(logits, n, experts, top_k, normalize, chosen, weights, stream_);
+            marks_->mark("moe prompt: gate", true);
         }
         if (!grouped(n, w.gate[0]) && two_launch_layer(x, n, top_k, w.gate[0], &w.shared_gate)) {
             const std::vector<MatrixView> ups = with_shared(w.up, w.shared_up);
@@ -631,6 +638,21 @@ public:
             experts_in_two_launches(first, with_shared(w.down, w.shared_down), weights, gate_logit, out, n);
             return;
         }
+        // The shared expert first: it runs on the device while the host groups the routed experts.
+        if (grouped(n, w.gate[0])) note_routed();
+        float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
+        float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
+        float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
+        if (n > kGemvTokens) {
+            matmul(w.shared_gate, x, n, shared_mid);
+            matmul(w.shared_up, x, n, shared_up);
+            cuda::silu_mul(shared_mid, shared_up, n * shared_inter, stream_);
+        } else {
+            swiglu(expert_table({w.shared_gate}), expert_table({w.shared_up}), weight_type(w.shared_gate),
+                   shared_inter, hidden, nullptr, x, 1, n, shared_mid, shared_up);
+        }
+        matmul(w.shared_down, shared_mid, n, shared_out);
+        marks_->mark("moe prompt: shared expert", true);
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
         const int32_t* row_of_slot = nullptr;
         if (grouped(n, w.gate[0])) {
@@ -644,18 +666,6 @@ public:
                               result, stream_);
         }
 
-        float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
-        float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
-        float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
-        if (n > kGemvTokens) {
-            matmul(w.shared_gate, x, n, shared_mid);
-            matmul(w.shared_up, x, n, shared_up);
-            cuda::silu_mul(shared_mid, shared_up, n * shared_inter, stream_);
-        } else {
-            swiglu(expert_table({w.shared_gate}), expert_table({w.shared_up}), weight_type(w.shared_gate),
-                   shared_inter, hidden, nullptr, x, 1, n, shared_mid, shared_up);
-        }
-        matmul(w.shared_down, shared_mid, n, shared_out);
         cuda::combine_experts(result, weights, n, top_k, hidden, shared_out, gate_logit, row_of_slot, out, stream_);
     }
 
@@ -708,6 +718,18 @@ private:
         return c;
     }
 
+    // The routing of a mixture-of-experts layer has been queued: its choices may be copied to the host
+    // from here (download_routing) while the ops queued after it run.
+    void note_routed() { DUET_CUDA_CHECK(cudaEventRecord(routed_, stream_)); }
+    // The choices noted by note_routed, on the host as soon as the routing is done (a side stream
+    // waits for it alone): the shared expert, queued after it, runs on the device meanwhile, where a
+    // copy on the main stream had the device idle while the host grouped the experts.
+    void download_routing(int32_t* host, const int32_t* chosen, size_t count) {
+        DUET_CUDA_CHECK(cudaStreamWaitEvent(copies_, routed_, 0));
+        DUET_CUDA_CHECK(cudaMemcpyAsync(host, chosen, count * sizeof(int32_t), cudaMemcpyDeviceToHost, copies_));
+        DUET_CUDA_CHECK(cudaStreamSynchronize(copies_));
+    }
+
     // Long prompts run their experts grouped on tensor cores (bf16 experts only).
     static bool grouped(int64_t n, const MatrixView& expert) { return n > kGemvTokens && expert.dtype == DType::BF16; }
 
@@ -718,8 +740,9 @@ private:
                                    const std::vector<MatrixView>& first, const std::vector<MatrixView>* second,
                                    const std::vector<MatrixView>& down, float* result) {
         const int64_t slots = n * k, hidden = first[0].cols, inter = first[0].rows;
+        marks_->mark("moe prompt: before grouping", true);
         std::vector<int32_t> host_chosen(static_cast<size_t>(slots));
-        download_ints(host_chosen.data(), chosen, host_chosen.size());
+        download_routing(host_chosen.data(), chosen, host_chosen.size());
         const ExpertGroups groups = group_by_expert(host_chosen, experts, k);
         int32_t* maps = int_scratch(group_maps_, static_cast<size_t>(2 * slots));
         upload_ints(maps, groups.row_of_slot.data(), static_cast<size_t>(slots));
@@ -735,6 +758,7 @@ private:
         auto* device_tiles = reinterpret_cast<cuda::ExpertRowTile*>(int_scratch(group_tiles_, 3 * tiles.size()));
         upload_ints(reinterpret_cast<int32_t*>(device_tiles), reinterpret_cast<const int32_t*>(tiles.data()),
                     3 * tiles.size());
+        marks_->mark("moe prompt: grouping on the host", true);
         const auto tile_count = static_cast<int64_t>(tiles.size());
         // Every expert's rows, in one launch per matrix kind.
         auto products = [&](const std::vector<MatrixView>& matrices, const uint16_t* hi, const uint16_t* lo,
@@ -748,6 +772,7 @@ private:
         };
         products(first, x_hi, x_lo, mid);
         if (second != nullptr) products(*second, x_hi, x_lo, mid2);
+        marks_->mark("moe prompt: experts' first products", true);
         // The activations, split again for the down products (the input halves are no longer needed).
         if (second != nullptr) {
             cuda::silu_mul_split_bf16(mid, mid2, slots * inter, x_hi, x_lo, stream_);
@@ -755,6 +780,7 @@ private:
             cuda::relu2_split_bf16(mid, slots * inter, x_hi, x_lo, stream_);
         }
         products(down, x_hi, x_lo, result);
+        marks_->mark("moe prompt: experts' down products", true);
         return maps;
     }
 
@@ -956,6 +982,8 @@ private:
     }
 
     cudaStream_t stream_ = nullptr;
+    cudaStream_t copies_ = nullptr;  // the routing's copies to the host (download_routing)
+    cudaEvent_t routed_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
