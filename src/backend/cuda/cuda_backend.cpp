@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/norms_ahead.h"
 #include "backend/cuda/step_graphs.h"
+#include "backend/cuda/pinned_staging.h"
 #include "backend/cuda/step_marks.h"
 #include "backend/cuda/tensor_core_products.h"
 
@@ -166,6 +167,7 @@ public:
         DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
         DUET_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
+        staging_ = std::make_unique<PinnedStaging>(stream_);
         check_cublas(cublasCreate(&cublas_), "cublasCreate");
         check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
         // Exact f32 products, as the CPU computes them: no TF32 shortcuts.
@@ -182,6 +184,7 @@ public:
         marks_->report();
         graphs_.reset();
         cublasDestroy(cublas_);
+        staging_.reset();
         cudaEventDestroy(routed_);
         cudaStreamDestroy(copies_);
         cudaStreamDestroy(stream_);
@@ -201,7 +204,7 @@ public:
     }
     void upload(float* dst, const float* host, size_t count) override {
         Timed timed(*this, "upload");
-        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, host, count * 4, cudaMemcpyHostToDevice, stream_));
+        staging_->upload(dst, host, count * sizeof(float));
     }
     void download(float* host, const float* src, size_t count) override {
         Timed timed(*this, "download");
@@ -215,7 +218,7 @@ public:
 
     void upload_ints(int32_t* dst, const int32_t* host, size_t count) override {
         Timed timed(*this, "upload");
-        if (count > 0) DUET_CUDA_CHECK(cudaMemcpyAsync(dst, host, count * 4, cudaMemcpyHostToDevice, stream_));
+        staging_->upload(dst, host, count * sizeof(int32_t));
     }
     void download_ints(int32_t* host, const int32_t* src, size_t count) override {
         Timed timed(*this, "download");
@@ -972,18 +975,19 @@ private:
     }
     const int32_t* upload_ids(const int32_t* host, size_t count) {
         int32_t* ids = int_scratch(ids_, count);
-        DUET_CUDA_CHECK(cudaMemcpyAsync(ids, host, count * 4, cudaMemcpyHostToDevice, stream_));
+        staging_->upload(ids, host, count * sizeof(int32_t));
         return ids;
     }
     const float* upload_floats(const float* host, size_t count) {
         float* values = scratch(row_scales_, count);
-        DUET_CUDA_CHECK(cudaMemcpyAsync(values, host, count * 4, cudaMemcpyHostToDevice, stream_));
+        staging_->upload(values, host, count * sizeof(float));
         return values;
     }
 
     cudaStream_t stream_ = nullptr;
     cudaStream_t copies_ = nullptr;  // the routing's copies to the host (download_routing)
     cudaEvent_t routed_ = nullptr;
+    std::unique_ptr<PinnedStaging> staging_;  // host uploads, queued without waiting for the stream
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
