@@ -15,11 +15,11 @@
 
 #include "base/error.h"
 #include "kernels/cuda/alignment.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/chunk_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
+#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -28,11 +28,10 @@ namespace {
 
 constexpr int kChunkWarps = 16;  // 128 registers a thread at most: four warps a scheduler (two left it idle half the time)
 constexpr int kChunkThreads = kChunkWarps * kWarpSize;
-constexpr int kChunk = 64;                         // rows of a chunk's arrays: T's columns are threads
+constexpr int kChunk = kChunkRows;                  // rows of a chunk's arrays: T's columns are threads
 constexpr int kRowsPerWarp = kChunk / kChunkWarps;  // warp w takes chunk rows w, w + kChunkWarps, …
-constexpr int kSliceColumns = kWarpSize;            // value columns a block: a warp's lanes
+constexpr int kSliceColumns = kChunkColumns;        // value columns a block
 constexpr int64_t kMaxChunkedKeyDim = 128;
-static_assert(kChunk == 2 * kWarpSize, "the products over a chunk's columns take two per lane");
 
 // The block's shared arrays, offsets in floats, for keys of dk values (a multiple of 4).
 struct ChunkLayout {
@@ -97,23 +96,9 @@ __global__ void __launch_bounds__(kChunkThreads, 1) delta_rule_chunked_kernel(Ga
         // this took longer than the rest of the chunk), then a warp a token normalises q and k and
         // scales v by β; rows past len are zero.
         const float* first_row = a.qkv + t0 * a.qkv_stride;
-        const int64_t groups = dk / 4;  // 16-byte groups of a q or k row
-        for (int64_t e = tid; e < 2 * kChunk * groups; e += kChunkThreads) {
-            const int64_t i = e / (2 * groups), rest = e % (2 * groups), which = rest / groups, m = 4 * (rest % groups);
-            float* to = (which == 0 ? Q : K) + i * key_row + m;
-            if (i < len) {
-                copy_async_16(to, first_row + i * a.qkv_stride + which * a.k_heads * dk + kh * dk + m);
-            } else {
-                *reinterpret_cast<float4*>(to) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-        }
-        for (int i = warp; i < kChunk; i += kChunkWarps) {
-            if (i < len && owns_column) {
-                copy_async_4(R + i * kSliceColumns + lane, first_row + i * a.qkv_stride + 2 * a.k_heads * dk + h * dv + column);
-            } else {
-                R[i * kSliceColumns + lane] = 0.0f;
-            }
-        }
+        copy_chunk_rows({Q, K}, key_row, first_row, a.qkv_stride, {kh * dk, a.k_heads * dk + kh * dk}, dk, len);
+        copy_chunk_column(R, first_row + 2 * a.k_heads * dk + h * dv + column, a.qkv_stride, owns_column, len,
+                          kChunkWarps);
         copy_async_commit();
         if (tid < kChunk) {
             const bool real = tid < len;
@@ -137,13 +122,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) delta_rule_chunked_kernel(Ga
             }
             R[i * kSliceColumns + lane] *= B[i];
         }
-        if (warp == 0) warp_running_sum_64(G);  // G: the decays' running sum
-        __syncthreads();
-        if (tid < kChunk) {
-            EG[tid] = expf(G[tid]);
-            D[tid] = tid < len ? expf(G[len - 1] - G[tid]) : 0.0f;
-        }
-        __syncthreads();
+        chunk_decays(G, EG, D, nullptr, len);
 
         // k·k and q·k over the chunk's pairs (lane j and j + 32 the columns), k·S and q·S (lane the
         // value column), for the warp's rows at once, four keys a step.
@@ -203,13 +182,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) delta_rule_chunked_kernel(Ga
         // v' = (T + I)·R.
         {
             float vp[kRowsPerWarp];
-#pragma unroll
-            for (int s = 0; s < kRowsPerWarp; ++s) vp[s] = R[(warp + s * kChunkWarps) * kSliceColumns + lane];
-            for (int j = 0; j < kChunk; ++j) {
-                const float rj = R[j * kSliceColumns + lane];
-#pragma unroll
-                for (int s = 0; s < kRowsPerWarp; ++s) vp[s] = fmaf(T[(warp + s * kChunkWarps) * kChunk + j], rj, vp[s]);
-            }
+            chunk_product_plus<kChunkWarps>(R, T, R, vp);
 #pragma unroll
             for (int s = 0; s < kRowsPerWarp; ++s) VP[(warp + s * kChunkWarps) * kSliceColumns + lane] = vp[s];
         }
@@ -218,41 +191,14 @@ __global__ void __launch_bounds__(kChunkThreads, 1) delta_rule_chunked_kernel(Ga
         // The outputs (from the state before the chunk), and the state after it.
         {
             float o[kRowsPerWarp];
-#pragma unroll
-            for (int s = 0; s < kRowsPerWarp; ++s) o[s] = QS[(warp + s * kChunkWarps) * kSliceColumns + lane];
-            for (int j = 0; j < kChunk; ++j) {
-                const float vj = VP[j * kSliceColumns + lane];
-#pragma unroll
-                for (int s = 0; s < kRowsPerWarp; ++s) o[s] = fmaf(P[(warp + s * kChunkWarps) * kChunk + j], vj, o[s]);
-            }
+            chunk_product_plus<kChunkWarps>(QS, P, VP, o);
 #pragma unroll
             for (int s = 0; s < kRowsPerWarp; ++s) {
                 const int i = warp + s * kChunkWarps;
                 if (i < len && owns_column) a.out[((t0 + i) * a.v_heads + h) * dv + column] = o[s];
             }
         }
-        const float total_decay = EG[len - 1];
-        for (int64_t m0 = warp; m0 < dk; m0 += 4 * kChunkWarps) {
-            float acc[4];
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int64_t m = m0 + r * kChunkWarps;
-                acc[r] = m < dk ? S[m * kSliceColumns + lane] * total_decay : 0.0f;
-            }
-            for (int j = 0; j < len; ++j) {
-                const float vj = VP[j * kSliceColumns + lane] * D[j];
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int64_t m = m0 + r * kChunkWarps;
-                    if (m < dk) acc[r] = fmaf(K[j * key_row + m], vj, acc[r]);
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int64_t m = m0 + r * kChunkWarps;
-                if (m < dk) S[m * kSliceColumns + lane] = acc[r];
-            }
-        }
+        update_chunk_state<kChunkWarps>(S, K, key_row, VP, D, EG[len - 1], dk, len);
         __syncthreads();
     }
     for (int64_t m = warp; m < dk; m += kChunkWarps) {
@@ -269,10 +215,7 @@ bool delta_rule_chunked_fits(const GatedDeltaArgs& args) {
         args.qkv_stride % 4 != 0 || !aligned_16(args.qkv)) {
         return false;
     }
-    int device = 0, limit = 0;
-    DUET_CUDA_CHECK(cudaGetDevice(&device));
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return chunked_shared_bytes(args.k_dim) <= static_cast<size_t>(limit);
+    return chunked_shared_bytes(args.k_dim) <= max_dynamic_shared_bytes(reinterpret_cast<const void*>(delta_rule_chunked_kernel));
 }
 
 void delta_rule_chunked(const GatedDeltaArgs& args, cudaStream_t stream) {

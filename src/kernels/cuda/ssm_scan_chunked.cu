@@ -13,11 +13,11 @@
 
 #include "base/error.h"
 #include "kernels/cuda/alignment.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/chunk_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
+#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -26,11 +26,10 @@ namespace {
 
 constexpr int kScanChunkWarps = 16;
 constexpr int kScanChunkThreads = kScanChunkWarps * kWarpSize;
-constexpr int kChunk = 64;  // tokens a chunk
+constexpr int kChunk = kChunkRows;                      // tokens a chunk
 constexpr int kRowsPerWarp = kChunk / kScanChunkWarps;  // warp w takes chunk rows w, w + kScanChunkWarps, …
-constexpr int kSliceRows = kWarpSize;                   // head-dim rows a block: a warp's lanes
+constexpr int kSliceRows = kChunkColumns;               // head-dim rows a block: a warp's lanes
 constexpr int64_t kMaxChunkedState = 128;
-static_assert(kChunk == 2 * kWarpSize, "the products over a chunk's columns take two per lane");
 
 // The block's shared arrays, offsets in floats, for states of ns values (a multiple of 4).
 struct ScanChunkLayout {
@@ -84,23 +83,9 @@ __global__ void __launch_bounds__(kScanChunkThreads, 1) ssm_scan_chunked_kernel(
         const int len = static_cast<int>(min(int64_t(kChunk), a.n - t0));
         // The chunk's B, C and x copied in all at once; rows past len zero.
         const float* first_row = a.x + t0 * a.x_stride;
-        const int64_t groups4 = ns / 4;  // 16-byte groups of a B or C row
-        for (int64_t e = tid; e < 2 * kChunk * groups4; e += kScanChunkThreads) {
-            const int64_t i = e / (2 * groups4), rest = e % (2 * groups4), which = rest / groups4, k = 4 * (rest % groups4);
-            float* to = (which == 0 ? Bm : Cm) + i * row_stride + k;
-            if (i < len) {
-                copy_async_16(to, first_row + i * a.x_stride + inner + which * a.groups * ns + g * ns + k);
-            } else {
-                *reinterpret_cast<float4*>(to) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-        }
-        for (int i = warp; i < kChunk; i += kScanChunkWarps) {
-            if (i < len && owns_row) {
-                copy_async_4(X + i * kSliceRows + lane, first_row + i * a.x_stride + h * hd + p);
-            } else {
-                X[i * kSliceRows + lane] = 0.0f;
-            }
-        }
+        copy_chunk_rows({Bm, Cm}, row_stride, first_row, a.x_stride, {inner + g * ns, inner + a.groups * ns + g * ns}, ns,
+                        len);
+        copy_chunk_column(X, first_row + h * hd + p, a.x_stride, owns_row, len, kScanChunkWarps);
         copy_async_commit();
         if (tid < kChunk) {
             float dt = 0.0f;
@@ -112,14 +97,7 @@ __global__ void __launch_bounds__(kScanChunkThreads, 1) ssm_scan_chunked_kernel(
             G[tid] = dt * a_h;
         }
         copy_async_wait<0>();
-        __syncthreads();
-        if (warp == 0) warp_running_sum_64(G);
-        __syncthreads();
-        if (tid < kChunk) {
-            EG[tid] = expf(G[tid]);
-            DD[tid] = tid < len ? expf(G[len - 1] - G[tid]) * DT[tid] : 0.0f;
-        }
-        __syncthreads();
+        chunk_decays(G, EG, DD, DT, len);  // its barriers make the copies visible
 
         // C·B over the chunk's pairs (lane j and j + 32 the columns) and S·C (lane the head-dim
         // row), for the warp's rows at once, four states a step.
@@ -153,44 +131,14 @@ __global__ void __launch_bounds__(kScanChunkThreads, 1) ssm_scan_chunked_kernel(
         // The outputs (from the state before the chunk), and the state after it.
         {
             float y[kRowsPerWarp];
+            chunk_product_plus<kScanChunkWarps>(CS, P, X, y);
 #pragma unroll
             for (int s = 0; s < kRowsPerWarp; ++s) {
                 const int i = warp + s * kScanChunkWarps;
-                y[s] = CS[i * kSliceRows + lane] + d_h * X[i * kSliceRows + lane];
-            }
-            for (int j = 0; j < kChunk; ++j) {
-                const float xj = X[j * kSliceRows + lane];
-#pragma unroll
-                for (int s = 0; s < kRowsPerWarp; ++s) y[s] = fmaf(P[(warp + s * kScanChunkWarps) * kChunk + j], xj, y[s]);
-            }
-#pragma unroll
-            for (int s = 0; s < kRowsPerWarp; ++s) {
-                const int i = warp + s * kScanChunkWarps;
-                if (i < len && owns_row) a.y[(t0 + i) * inner + h * hd + p] = y[s];
+                if (i < len && owns_row) a.y[(t0 + i) * inner + h * hd + p] = y[s] + d_h * X[i * kSliceRows + lane];
             }
         }
-        const float total_decay = EG[len - 1];
-        for (int64_t k0 = warp; k0 < ns; k0 += 4 * kScanChunkWarps) {
-            float acc[4];
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int64_t k = k0 + r * kScanChunkWarps;
-                acc[r] = k < ns ? S[k * kSliceRows + lane] * total_decay : 0.0f;
-            }
-            for (int j = 0; j < len; ++j) {
-                const float xj = X[j * kSliceRows + lane] * DD[j];
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int64_t k = k0 + r * kScanChunkWarps;
-                    if (k < ns) acc[r] = fmaf(Bm[j * row_stride + k], xj, acc[r]);
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int64_t k = k0 + r * kScanChunkWarps;
-                if (k < ns) S[k * kSliceRows + lane] = acc[r];
-            }
-        }
+        update_chunk_state<kScanChunkWarps>(S, Bm, row_stride, X, DD, EG[len - 1], ns, len);
         __syncthreads();
     }
     for (int64_t k = warp; k < ns; k += kScanChunkWarps) {
@@ -211,10 +159,7 @@ bool ssm_scan_chunked_fits(const SsmScanArgs& args) {
         (args.heads * args.head_dim) % 4 != 0 || !aligned_16(args.x)) {
         return false;
     }
-    int device = 0, limit = 0;
-    DUET_CUDA_CHECK(cudaGetDevice(&device));
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return scan_chunked_shared_bytes(ns) <= static_cast<size_t>(limit);
+    return scan_chunked_shared_bytes(ns) <= max_dynamic_shared_bytes(reinterpret_cast<const void*>(ssm_scan_chunked_kernel));
 }
 
 void ssm_scan_chunked(const SsmScanArgs& args, cudaStream_t stream) {
