@@ -199,6 +199,11 @@ __global__ void __launch_bounds__(kStreamThreads, 1) chain_streamed_kernel(const
                                                                            int64_t max_chunks, unsigned* done) {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ uint64_t full[kStreamMaxStages], empty[kStreamMaxStages];
+    // The tile each stage was last asked for: a reading warp waits for its tile's number before the
+    // stage's barrier. The warps take a product's tiles in turn and may drift more than a ring apart,
+    // and a barrier's phases are told apart by parity alone: a warp waiting on a stage whose previous
+    // tile was not yet read would see that phase's completion as its own.
+    __shared__ volatile int loaded_tile[kStreamMaxStages];
     float4* x_lower = reinterpret_cast<float4*>(ring + stages * stage_bytes);
     float4* x_upper = x_lower + max_chunks;
     auto stage_of = [&](int64_t t) { return ring + (t % stages) * stage_bytes; };
@@ -207,6 +212,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) chain_streamed_kernel(const
         for (int s = 0; s < stages; ++s) {
             bulk_barrier_init(&full[s]);
             arrivals_barrier_init(&empty[s], 1);
+            loaded_tile[s] = -1;
         }
     }
     __syncthreads();
@@ -221,6 +227,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) chain_streamed_kernel(const
             for (int64_t k = 0; k < share.tiles; ++k, ++t) {
                 const int s = static_cast<int>(t % stages);
                 if (t >= stages) bulk_wait(&empty[s], static_cast<uint32_t>((t / stages - 1) & 1));
+                loaded_tile[s] = static_cast<int>(t);
                 const int64_t row = share.first + k * share.tile_rows;
                 const int64_t rows = min(share.tile_rows, share.end - row);
                 bulk_copy_to_shared(stage_of(t), link.w + row * link.chunks,
@@ -252,6 +259,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1) chain_streamed_kernel(const
         for (int64_t k = warp; k < share.tiles; k += kStreamWarps) {
             const int64_t t = first_tile + k;
             const int s = static_cast<int>(t % stages);
+            while (loaded_tile[s] != static_cast<int>(t)) {
+            }
             bulk_wait(&full[s], static_cast<uint32_t>((t / stages) & 1));
             const int64_t first_row = share.first + k * share.tile_rows;
             const int64_t rows = min(share.tile_rows, share.end - first_row);
