@@ -1,7 +1,7 @@
 // Gated DeltaNet's delta rule over a prompt in the chunked (WY/UT) form of the CPU's ChunkSolver
 // (kernels/cpu/gated_delta_rule.cpp). Token by token the recurrence is a chain of n dependent steps
-// (about 1.6 µs each on an H100: 0.84 ms a layer for 512 tokens); a chunk of tokens is instead a
-// few small dense products. With G the running sum of the decays inside the chunk,
+// (about 0.9 µs each on an H100: 0.47 ms a Qwen3.5 layer for 512 tokens); a chunk of tokens is
+// instead a few small dense products (0.28 ms a layer for the same prompt). With G the running sum of the decays inside the chunk,
 //   A[i][j] = −β_i (k_i·k_j) e^{G_i − G_j} (j < i),   T = A + A·T (forward substitution),
 //   v' = (T + I)·(βv − β e^G (k·S)),
 //   o_i = e^{G_i} q_i·S + Σ_{j≤i} (q_i·k_j) e^{G_i − G_j} v'_j,
