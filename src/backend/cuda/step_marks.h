@@ -4,8 +4,8 @@
 // as it replays, early launches and all. Each mark adds a kernel boundary (about 1-2 µs), so the
 // spans are a little longer than without marks. When the backend goes away, the spans of the last
 // step run are printed, summed by label. With DUET_CUDA_MARKS=prefill the ops' marks outside the
-// decode steps are timed instead (a prompt's prefill; the first op before any mark is not): those
-// since the last step that was followed by any, so several prefills in a row are summed.
+// decode steps are timed instead (prompts; the op before a prompt's first mark is not): from the
+// first mark after the last decode step, so the prompts run between two steps are summed.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,7 +41,6 @@ private:
     bool in_step_ = false;   // a step is being issued
     bool timing_ = false;    // marks are being recorded: in a step, or (prefill mode) since the first
                              // mark after the last step
-
     std::vector<std::string> labels_;  // labels_[i] names the span that ends at slot i + 1
     cuda::DeviceBuffer slots_;
 };

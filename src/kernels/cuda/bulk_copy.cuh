@@ -13,23 +13,18 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Sets up a barrier that one arrival (with its expected bytes) completes. Call from one thread, then
-// make it visible to the block (a __syncthreads) before anyone waits on it.
-__device__ __forceinline__ void bulk_barrier_init(uint64_t* barrier) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-
-// Sets up a barrier that `arrivals` plain arrivals (barrier_arrive) complete, as a ring's "stage
-// free" signal. Same rules as bulk_barrier_init.
+// Sets up a barrier that `arrivals` arrivals complete (a bulk copy's, or barrier_arrive's as a ring's
+// "stage free" signal). Call from one thread, then make it visible to the block (a __syncthreads)
+// before anyone waits on it.
 __device__ __forceinline__ void arrivals_barrier_init(uint64_t* barrier, unsigned arrivals) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(arrivals) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 }
+
+// A barrier that one arrival (with its expected bytes, bulk_copy_to_shared) completes.
+__device__ __forceinline__ void bulk_barrier_init(uint64_t* barrier) { arrivals_barrier_init(barrier, 1); }
 
 // One arrival on a barrier set up by arrivals_barrier_init (release: the arriving thread's reads of
 // the stage are done before a waiter refills it).
