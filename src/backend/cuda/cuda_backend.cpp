@@ -1,7 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/norms_ahead.h"
-#include "backend/cuda/step_graphs.h"
 #include "backend/cuda/pinned_staging.h"
+#include "backend/cuda/step_graphs.h"
 #include "backend/cuda/step_marks.h"
 #include "backend/cuda/tensor_core_products.h"
 
@@ -574,6 +574,7 @@ public:
             rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);
             matmul(w.router, x, n, logits);
             cuda::route_sigmoid_topk(logits, bias, n, experts, routing, chosen, weights, stream_);
+            marks_->mark("moe prompt: gate", true);
         }
         const bool has_shared = w.shared_up.rows > 0;
         if (!grouped(n, w.up[0]) && two_launch_layer(x, n, k, w.up[0], has_shared ? &w.shared_up : nullptr)) {
@@ -596,6 +597,7 @@ public:
                                   nullptr, x, 1, n, shared_mid, stream_, /*relu2_out=*/true);
             }
             matmul(w.shared_down, shared_mid, n, shared_out);
+            marks_->mark("moe prompt: shared expert", true);
         }
         float* result = scratch(expert_out_, static_cast<size_t>(slots * hidden));
         const int32_t* row_of_slot = nullptr;

@@ -92,7 +92,9 @@ __device__ __forceinline__ void chunk_product_plus(const float* base, const floa
     for (int j = 0; j < kChunkRows; ++j) {
         const float vj = V[j * kChunkColumns + lane];
 #pragma unroll
-        for (int s = 0; s < kChunkRows / kWarps; ++s) acc[s] = fmaf(M[(warp + s * kWarps) * kChunkRows + j], vj, acc[s]);
+        for (int s = 0; s < kChunkRows / kWarps; ++s) {
+            acc[s] = fmaf(M[(warp + s * kWarps) * kChunkRows + j], vj, acc[s]);
+        }
     }
 }
 

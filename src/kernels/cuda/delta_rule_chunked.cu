@@ -215,7 +215,8 @@ bool delta_rule_chunked_fits(const GatedDeltaArgs& args) {
         args.qkv_stride % 4 != 0 || !aligned_16(args.qkv)) {
         return false;
     }
-    return chunked_shared_bytes(args.k_dim) <= max_dynamic_shared_bytes(reinterpret_cast<const void*>(delta_rule_chunked_kernel));
+    return allow_dynamic_shared_bytes(reinterpret_cast<const void*>(delta_rule_chunked_kernel),
+                                      chunked_shared_bytes(args.k_dim));
 }
 
 void delta_rule_chunked(const GatedDeltaArgs& args, cudaStream_t stream) {
@@ -223,8 +224,6 @@ void delta_rule_chunked(const GatedDeltaArgs& args, cudaStream_t stream) {
             " with keys of ", args.k_dim, " do not fit the chunked kernel");
     if (args.v_heads == 0 || args.v_dim == 0) return;
     const size_t bytes = chunked_shared_bytes(args.k_dim);
-    DUET_CUDA_CHECK(cudaFuncSetAttribute(delta_rule_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
     const auto blocks = static_cast<unsigned>(args.v_heads * ((args.v_dim + kSliceColumns - 1) / kSliceColumns));
     const int chunk = static_cast<int>(std::min<int64_t>(args.chunk, kChunk));
     launch_early(delta_rule_chunked_kernel, dim3(blocks), dim3(kChunkThreads), bytes, stream,

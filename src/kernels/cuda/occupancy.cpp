@@ -23,8 +23,14 @@ size_t max_dynamic_shared_bytes(const void* kernel) {
     DUET_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     cudaFuncAttributes attributes{};
     DUET_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-    return static_cast<size_t>(limit) > attributes.sharedSizeBytes ? static_cast<size_t>(limit) - attributes.sharedSizeBytes
-                                                                   : 0;
+    const auto device_limit = static_cast<size_t>(limit);
+    return device_limit > attributes.sharedSizeBytes ? device_limit - attributes.sharedSizeBytes : 0;
+}
+
+bool allow_dynamic_shared_bytes(const void* kernel, size_t bytes) {
+    if (bytes > max_dynamic_shared_bytes(kernel)) return false;
+    DUET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    return true;
 }
 
 int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {

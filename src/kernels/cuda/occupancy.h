@@ -12,6 +12,9 @@ int current_device_multiprocessors();
 // The most dynamic shared memory a block of `kernel` may opt in to on the current device: the
 // device's per-block limit less the kernel's own static shared memory.
 size_t max_dynamic_shared_bytes(const void* kernel);
+// Lets blocks of `kernel` take `bytes` of dynamic shared memory; false (and nothing set) where the
+// device cannot give a block that much.
+bool allow_dynamic_shared_bytes(const void* kernel, size_t bytes);
 
 // Blocks of `kernel` (`threads` a block, `shared_bytes` of dynamic shared memory) resident at once on
 // the current device; 0 when none fits. Kept per device and kernel after the first query, so that

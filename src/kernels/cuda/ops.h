@@ -150,7 +150,7 @@ void ssm_scan(const SsmScanArgs& args, cudaStream_t stream);
 // Whether ssm_scan_chunked takes these arguments: more than one token, no state history (a
 // speculative step's states after each token), state_size a multiple of 4 up to 128, x in 16-byte
 // groups (aligned, x_stride and heads · head_dim multiples of 4), and room in shared memory for a
-// chunk's B and C (about 115 KB at 128 states).
+// chunk's B and C (about 115 KB at 128 states), which a yes also lets the kernel take.
 bool ssm_scan_chunked_fits(const SsmScanArgs& args);
 // The selective scan over a prompt in chunks of 64 tokens (the state space dual form).
 void ssm_scan_chunked(const SsmScanArgs& args, cudaStream_t stream);
@@ -174,7 +174,8 @@ void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream);
 // Whether delta_rule_chunked takes these arguments: more than one token, a chunk asked for
 // (chunks of more than 64 tokens run as 64), k_dim a multiple of 4 up to 128, q and k rows in
 // 16-byte groups (qkv aligned, qkv_stride a multiple of 4), and the device's
-// shared memory a block may take holds the chunk's arrays (about 155 KB at k_dim 128).
+// shared memory a block may take holds the chunk's arrays (about 155 KB at k_dim 128), which a yes
+// also lets the kernel take.
 bool delta_rule_chunked_fits(const GatedDeltaArgs& args);
 // The delta rule over a prompt in the chunked (WY/UT) form, as the CPU's; pointers as gated_delta_rule.
 void delta_rule_chunked(const GatedDeltaArgs& args, cudaStream_t stream);

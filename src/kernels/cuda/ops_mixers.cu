@@ -1,9 +1,8 @@
 // The recurrent sequence mixers over several tokens: Mamba-2's causal convolution and selective
 // scan, and Gated DeltaNet's delta rule token by token (attention over a cache is in
 // ops_attention.cu; the chunked forms of both recurrences, for prompts, in delta_rule_chunked.cu and
-// ssm_scan_chunked.cu). The recurrences walk
-// their tokens in order, their parallelism coming from channels, heads and head dimensions; the
-// convolution's tokens are independent.
+// ssm_scan_chunked.cu). The recurrences walk their tokens in order, their parallelism coming from
+// channels, heads and head dimensions; the convolution's tokens are independent.
 #include <cstdint>
 
 #include "kernels/cuda/alignment.h"
@@ -63,16 +62,11 @@ __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int64_t n, 
             }
         }
     }
-    if (blockIdx.y == 0) {  // the ring after the last token: inputs n − history … n − 1
-        float next[kMaxConvKernel - 1];
+    if (blockIdx.y == 0) {  // the ring after the last token: inputs n − history … n − 1 (the old ring in window)
 #pragma unroll
         for (int j = 0; j < kMaxConvKernel - 1; ++j) {
             const int64_t t = n - history + j;
-            next[j] = j < history ? (t >= 0 ? x[t * x_stride + c] : window[history + t]) : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < kMaxConvKernel - 1; ++j) {
-            if (j < history) ring[j * channels + c] = next[j];
+            if (j < history) ring[j * channels + c] = t >= 0 ? x[t * x_stride + c] : window[history + t];
         }
     }
 }
@@ -317,11 +311,10 @@ void causal_conv1d_silu(const float* x, int64_t x_stride, int64_t n, int64_t cha
     require(kernel >= 1 && kernel <= kMaxConvKernel, "causal_conv1d_silu: kernel ", kernel, " is outside 1..",
             kMaxConvKernel);
     if (channels == 0 || n == 0) return;
-    launch_early(conv1d_silu_kernel,
-                 dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>((n + kConvTokens - 1) / kConvTokens)),
-                 dim3(128), 0, stream,
-                 "conv1d_silu_kernel", x, x_stride, n, channels, taps, bias, static_cast<int>(kernel), ring, out,
-                 ring_history);
+    const dim3 grid(static_cast<unsigned>((channels + 127) / 128),
+                    static_cast<unsigned>((n + kConvTokens - 1) / kConvTokens));
+    launch_early(conv1d_silu_kernel, grid, dim3(128), 0, stream, "conv1d_silu_kernel", x, x_stride, n, channels, taps,
+                 bias, static_cast<int>(kernel), ring, out, ring_history);
 }
 
 void ssm_scan(const SsmScanArgs& args, cudaStream_t stream) {

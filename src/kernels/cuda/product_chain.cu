@@ -47,15 +47,19 @@ struct CoherentInput {
     }
 };
 
-// Waits until `count` reaches `target`: one thread polls with acquire loads, the block's barrier
-// passes what it saw on to the others (as a grid-wide barrier does).
+// Thread 0 polls `count` with acquire loads until it reaches `target`; a barrier after it passes what
+// it saw on to the others (as a grid-wide barrier does).
+__device__ __forceinline__ void poll_count(const unsigned* count, unsigned target) {
+    if (threadIdx.x != 0) return;
+    unsigned seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+    } while (seen < target);
+}
+
+// Waits until `count` reaches `target`, the whole block.
 __device__ __forceinline__ void wait_for_count(const unsigned* count, unsigned target) {
-    if (threadIdx.x == 0) {
-        unsigned seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-        } while (seen < target);
-    }
+    poll_count(count, target);
     __syncthreads();
 }
 
@@ -179,17 +183,12 @@ struct StreamShare {
     int64_t first, end, tile_rows, tiles;
 };
 
-__host__ __device__ inline int64_t stream_tile_rows(int64_t chunks, int64_t stage_bytes) {
-    int64_t rows = 8;
-    while (rows > 1 && rows * chunks * 16 > stage_bytes) rows /= 2;
-    return rows;
-}
-
 __device__ __forceinline__ StreamShare stream_share(const ChainLink& link, int64_t stage_bytes) {
     StreamShare s;
     s.first = link.rows * blockIdx.x / gridDim.x;
     s.end = link.rows * (blockIdx.x + 1) / gridDim.x;
-    s.tile_rows = stream_tile_rows(link.chunks, stage_bytes);
+    s.tile_rows = 8;
+    while (s.tile_rows > 1 && s.tile_rows * link.chunks * 16 > stage_bytes) s.tile_rows /= 2;
     s.tiles = (s.end - s.first + s.tile_rows - 1) / s.tile_rows;
     return s;
 }
@@ -241,12 +240,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) chain_streamed_kernel(const
         const ChainLink link = links[p];
         const StreamShare share = stream_share(link, stage_bytes);
         if (p > 0) {
-            if (threadIdx.x == 0) {
-                unsigned seen;
-                do {
-                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(done + p - 1) : "memory");
-                } while (seen < gridDim.x);
-            }
+            poll_count(done + p - 1, gridDim.x);
             readers_sync();
         }
         if (share.tiles > 0) {

@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kScanChunkThreads, 1) ssm_scan_chunked_kernel(
         const int len = static_cast<int>(min(int64_t(kChunk), a.n - t0));
         // The chunk's B, C and x copied in all at once; rows past len zero.
         const float* first_row = a.x + t0 * a.x_stride;
-        copy_chunk_rows({Bm, Cm}, row_stride, first_row, a.x_stride, {inner + g * ns, inner + a.groups * ns + g * ns}, ns,
-                        len);
+        const int64_t b_first = inner + g * ns, c_first = inner + a.groups * ns + g * ns;
+        copy_chunk_rows({Bm, Cm}, row_stride, first_row, a.x_stride, {b_first, c_first}, ns, len);
         copy_chunk_column(X, first_row + h * hd + p, a.x_stride, owns_row, len, kScanChunkWarps);
         copy_async_commit();
         if (tid < kChunk) {
@@ -159,7 +159,8 @@ bool ssm_scan_chunked_fits(const SsmScanArgs& args) {
         (args.heads * args.head_dim) % 4 != 0 || !aligned_16(args.x)) {
         return false;
     }
-    return scan_chunked_shared_bytes(ns) <= max_dynamic_shared_bytes(reinterpret_cast<const void*>(ssm_scan_chunked_kernel));
+    return allow_dynamic_shared_bytes(reinterpret_cast<const void*>(ssm_scan_chunked_kernel),
+                                      scan_chunked_shared_bytes(ns));
 }
 
 void ssm_scan_chunked(const SsmScanArgs& args, cudaStream_t stream) {
@@ -167,8 +168,6 @@ void ssm_scan_chunked(const SsmScanArgs& args, cudaStream_t stream) {
             " states do not fit the chunked kernel");
     if (args.heads == 0 || args.head_dim == 0) return;
     const size_t bytes = scan_chunked_shared_bytes(args.state_size);
-    DUET_CUDA_CHECK(cudaFuncSetAttribute(ssm_scan_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
     const auto blocks = static_cast<unsigned>(args.heads * ((args.head_dim + kSliceRows - 1) / kSliceRows));
     launch_early(ssm_scan_chunked_kernel, dim3(blocks), dim3(kScanChunkThreads), bytes, stream,
                  "ssm_scan_chunked_kernel", args);
