@@ -220,6 +220,9 @@ struct NormedProduct {
     const MatrixView* table = nullptr;
     const int32_t* row_id = nullptr;
     float* row_scratch = nullptr;
+    // The input (x, or the row id) was written by work that finished before the op before this
+    // product began, so a backend whose ops overlap their predecessors may read it early.
+    bool ready_early = false;
 };
 
 // One product of a group that shares its input (Backend::matmul_group): out = x · wᵀ.

@@ -257,25 +257,31 @@ TEST_F(CudaBackendOps, FusedProductsWithNormAndResidual) {
 
 // Two normalised products summed into one output (Drama 3's eh_proj): one token in one kernel at
 // rows of 8, 16 and 32 lanes, more tokens, and inputs too wide for a block's shared memory (8192
-// columns), as two fused products.
+// columns), as two fused products; and with either input ready early (NormedProduct::ready_early,
+// its half streamed before the kernel's wait: whole-warp rows of one and two rounds of loads a part).
 TEST_F(CudaBackendOps, NormedPairOfProducts) {
-    for (int64_t cols : {264, 640, 2048, 4096, 8192}) {
+    for (int64_t cols : {264, 640, 1024, 2048, 4096, 8192}) {
         const int64_t rows = 70;
         const std::vector<uint16_t> wa = random_bf16(rng_, rows * cols, 0.1f), wb = random_bf16(rng_, rows * cols, 0.1f);
         const std::vector<float> na = random_values(rng_, cols, 0.5f, 1.5f), nb = random_values(rng_, cols, 0.5f, 1.5f);
         for (int64_t n : {1, 3}) {
             for (bool add : {false, true}) {
-                expect_same({random_values(rng_, n * cols, -2.0f, 2.0f), random_values(rng_, n * cols, -0.1f, 0.1f),
-                             random_values(rng_, n * rows)},
-                            {2},
-                            [&](Backend& b, std::vector<float*> p) {
-                                b.matmul_normed_pair(NormedProduct{MatrixView{DType::BF16, rows, cols, wa.data()},
-                                                                   p[0], na.data()},
-                                                     NormedProduct{MatrixView{DType::BF16, rows, cols, wb.data()},
-                                                                   p[1], nb.data()},
-                                                     n, 1e-6f, p[2], add);
-                            },
-                            1e-5, add ? "normed pair, add" : "normed pair");
+                for (int early : {-1, 0, 1}) {
+                    SCOPED_TRACE(::testing::Message() << cols << " columns, " << n << " tokens, early input " << early);
+                    expect_same({random_values(rng_, n * cols, -2.0f, 2.0f),
+                                 random_values(rng_, n * cols, -0.1f, 0.1f), random_values(rng_, n * rows)},
+                                {2},
+                                [&](Backend& b, std::vector<float*> p) {
+                                    NormedProduct first{MatrixView{DType::BF16, rows, cols, wa.data()}, p[0],
+                                                        na.data()};
+                                    NormedProduct second{MatrixView{DType::BF16, rows, cols, wb.data()}, p[1],
+                                                         nb.data()};
+                                    first.ready_early = early == 0;
+                                    second.ready_early = early == 1;
+                                    b.matmul_normed_pair(first, second, n, 1e-6f, p[2], add);
+                                },
+                                1e-5, add ? "normed pair, add" : "normed pair");
+                }
             }
         }
     }
@@ -298,8 +304,10 @@ TEST_F(CudaBackendOps, NormedPairReadsAnEmbeddingRow) {
         const MatrixView table{DType::BF16, table_rows, cols, table16.data()};
         const std::vector<float> na = random_values(rng_, cols, 0.5f, 1.5f), nb = random_values(rng_, cols, 0.5f, 1.5f);
         for (int32_t id : {4, 0, 8, -1}) {
-            for (bool add : {false, true}) {
-                SCOPED_TRACE(::testing::Message() << cols << " columns, row " << id << (add ? ", add" : ""));
+            for (int early : {-1, 0, 1}) {
+                const bool add = id == 0 || id == -1;
+                SCOPED_TRACE(::testing::Message() << cols << " columns, row " << id << (add ? ", add" : "")
+                                                  << ", early input " << early);
                 expect_same({as_float_bits({id}), random_values(rng_, cols, -0.1f, 0.1f), random_values(rng_, rows),
                              std::vector<float>(cols)},
                             {2},
@@ -309,10 +317,10 @@ TEST_F(CudaBackendOps, NormedPairReadsAnEmbeddingRow) {
                                 embedding.table = &table;
                                 embedding.row_id = reinterpret_cast<const int32_t*>(p[0]);
                                 embedding.row_scratch = p[3];
-                                b.matmul_normed_pair(embedding,
-                                                     NormedProduct{MatrixView{DType::BF16, rows, cols, wb.data()},
-                                                                   p[1], nb.data()},
-                                                     1, 1e-6f, p[2], add);
+                                embedding.ready_early = early == 0;
+                                NormedProduct hidden{MatrixView{DType::BF16, rows, cols, wb.data()}, p[1], nb.data()};
+                                hidden.ready_early = early == 1;
+                                b.matmul_normed_pair(embedding, hidden, 1, 1e-6f, p[2], add);
                             },
                             1e-5, "normed pair over an embedding row");
             }

@@ -296,9 +296,12 @@ std::vector<std::vector<float>> run_norm_ahead_steps(Backend& b, int steps, cons
         b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[0].data(), eps, 1, normed.data());
         b.matmul_fused(out_proj, a.data(), 1, x, add);
         // A pair of normalised products written over s, then a product added to s, each read by a norm.
+        // Its first input was written before the op before it, so at the wider width its half streams
+        // before the kernel's wait (NormedProduct::ready_early).
         b.norm_ahead(x, norms[5].data());
-        b.matmul_normed_pair(NormedProduct{gate, a.data(), norms[2].data()},
-                             NormedProduct{up, c.data(), norms[3].data()}, 1, eps, x, false);
+        NormedProduct first{gate, a.data(), norms[2].data()};
+        first.ready_early = true;
+        b.matmul_normed_pair(first, NormedProduct{up, c.data(), norms[3].data()}, 1, eps, x, false);
         b.matmul_group_normed(std::vector<ProductOut>{{read, a.data()}}, x, norms[5].data(), eps, 1, normed.data());
         b.norm_ahead(x, norms[1].data());
         b.matmul_fused(out_proj, a.data(), 1, x, add);

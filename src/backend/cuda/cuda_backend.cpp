@@ -436,6 +436,7 @@ public:
                 fusable = fusable && cuda::matvec_bf16_fusable(pair.w[i], pair.x[i], pair.norm_weight[i], p.w.cols);
             }
             if (fusable) {
+                pair.early = a.ready_early ? 0 : b.ready_early ? 1 : -1;
                 cuda::matvec_bf16_normed_pair(pair, eps, add, out, a.w.rows, a.w.cols, stream_,
                                               ahead_for_writer(out, n, a.w.rows));
                 return;

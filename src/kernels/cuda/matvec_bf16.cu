@@ -108,7 +108,7 @@ struct GroupLaunch {
 struct Bf16RowInput {
     const uint4* __restrict__ row;  // null for the zero row
     __device__ Bf16RowInput(const uint4* table, const int32_t* row_id, int64_t chunks) {
-        const int32_t id = *row_id;
+        const int32_t id = __ldcg(row_id);  // past L1: it may be read before the kernel's wait
         row = id >= 0 ? table + id * chunks : nullptr;
     }
     __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
@@ -188,6 +188,14 @@ void launch_for_input(Input input, void (*plain)(Params...), void (*normed)(Para
 // of a single product of its size.) Each block normalises both inputs once into shared memory, as
 // the normalised group does, which lets an input be an embedding row read in place (the lanes
 // normalising their input on the way, as before, ran no faster).
+//
+// With kEarly, input a.pair.early was written before the launch before this one began
+// (NormedPair::early), so its half of the block does all of its product before the wait: the block
+// normalises that input, its lanes stream their row and then ask for the second part of the other
+// row, whose own lanes asked only for the first. After the wait the block prepares the other input
+// and both lane groups finish their parts of that row from weights already on the way: the bytes
+// stream while the kernel before (a code's draw) runs. Whole-warp rows only, so each half's
+// shuffles stay within its own warps.
 struct PairLaunch {
     NormedPair pair;
     float* y;
@@ -196,36 +204,75 @@ struct PairLaunch {
     NormAhead ahead;  // on: y's next norm prepared as it is written (norm_ahead.h)
 };
 
-template <bool kAdd, int kLanes>
+// x read past L1 (ld.global.cg): an input read before the kernel's wait is current in L2, where
+// an SM's L1 may still hold its lines from before it was written.
+struct L2Input {
+    const float4* __restrict__ x;
+    __device__ __forceinline__ void load(int64_t k, float4& lo, float4& hi) const {
+        lo = __ldcg(x + 2 * k);
+        hi = __ldcg(x + 2 * k + 1);
+    }
+};
+
+// Input i of the pair normalised into the block's shared memory (normed_inputs + i · 2 · chunks);
+// returns its 1/rms to every thread. kPastL1 for an input read before the wait (L2Input); after it
+// the block's reads share the SM's L1 with its neighbours' (all of them past L1 made a hot spot in L2).
+template <bool kPastL1>
+__device__ __forceinline__ float prepare_pair_input(const PairLaunch& a, int i, float4* normed_inputs) {
+    const NormedPair& p = a.pair;
+    const auto* norm_weight = reinterpret_cast<const float4*>(p.norm_weight[i]);
+    float4* prepared = normed_inputs + i * 2 * a.chunks;
+    if (p.table[i] != nullptr) {
+        return prepare_normed(Bf16RowInput(reinterpret_cast<const uint4*>(p.table[i]), p.row_id[i], a.chunks),
+                              norm_weight, a.eps, a.chunks, prepared);
+    }
+    const auto* x = reinterpret_cast<const float4*>(p.x[i]);
+    if constexpr (kPastL1) return prepare_normed(L2Input{x}, norm_weight, a.eps, a.chunks, prepared);
+    return prepare_normed(PlainInput{x}, norm_weight, a.eps, a.chunks, prepared);
+}
+
+template <bool kAdd, bool kEarly, int kLanes>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_kernel(PairLaunch a) {
+    static_assert(!kEarly || kLanes == kWarpSize, "an early half keeps its shuffles to its own warps");
     constexpr int kGroups = kThreadsPerBlock / kLanes;  // two a row
     __shared__ float halves[kGroups];
     extern __shared__ float4 normed_inputs[];  // [2][2 · chunks]: each half's prepared input
-    const NormedPair& p = a.pair;
     const int group = threadIdx.x / kLanes, half = group % 2;
     const int64_t row = int64_t(blockIdx.x) * (kGroups / 2) + group / 2;
     const bool active = row < a.rows;
     const bool owner = active && half == 0 && threadIdx.x % kLanes == 0;  // the lane that writes the row
-    const uint4* w = reinterpret_cast<const uint4*>(half == 0 ? p.w[0] : p.w[1]);
+    auto row_of = [&](int i) { return reinterpret_cast<const uint4*>(a.pair.w[i]) + (active ? row : 0) * a.chunks; };
+    auto input_of = [&](int i, int64_t from) {
+        const float4* prepared = normed_inputs + i * 2 * a.chunks;
+        return SharedInput{prepared + from, prepared + a.chunks + from};
+    };
     RowDot<kLanes> dot;
-    dot.start(w + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
-    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
-    wait_for_inputs();
-    allow_next_kernel();
-    float inv_rms[2];
+    float product = 0.0f, ahead_weight = 0.0f;
+    if constexpr (kEarly) {
+        const int early = a.pair.early, late = 1 - early;
+        const bool mine_early = half == early;
+        const int64_t split = a.chunks / 2;  // the late row's groups [0, split) by its own lanes
+        dot.start(row_of(mine_early ? early : late), active ? (mine_early ? a.chunks : split) : 0);
+        ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
+        const float inv_early = prepare_pair_input<true>(a, early, normed_inputs);
+        if (mine_early) {
+            product = dot.finish(input_of(early, 0)) * inv_early;
+            dot.start(row_of(late) + split, active ? a.chunks - split : 0);
+        }
+        wait_for_inputs();
+        allow_next_kernel();
+        const float inv_late = prepare_pair_input<false>(a, late, normed_inputs);
+        product += dot.finish(input_of(late, mine_early ? split : 0)) * inv_late;
+    } else {
+        dot.start(row_of(half), active ? a.chunks : 0);
+        ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
+        wait_for_inputs();
+        allow_next_kernel();
+        float inv_rms[2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const auto* norm_weight = reinterpret_cast<const float4*>(p.norm_weight[i]);
-        float4* prepared = normed_inputs + i * 2 * a.chunks;
-        inv_rms[i] =
-            p.table[i] != nullptr
-                ? prepare_normed(Bf16RowInput(reinterpret_cast<const uint4*>(p.table[i]), p.row_id[i], a.chunks),
-                                 norm_weight, a.eps, a.chunks, prepared)
-                : prepare_normed(PlainInput{reinterpret_cast<const float4*>(p.x[i])}, norm_weight, a.eps, a.chunks,
-                                 prepared);
+        for (int i = 0; i < 2; ++i) inv_rms[i] = prepare_pair_input<false>(a, i, normed_inputs);
+        product = dot.finish(input_of(half, 0)) * inv_rms[half];
     }
-    const float4* mine = normed_inputs + half * 2 * a.chunks;
-    const float product = dot.finish(SharedInput{mine, mine + a.chunks}) * inv_rms[half];
     if (threadIdx.x % kLanes == 0) halves[group] = product;
     __syncthreads();
     float value = 0.0f;
@@ -243,8 +290,14 @@ void launch_pair(const NormedPair& pair, float eps, bool add, const NormAhead& a
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes / 2;
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
-    launch_early(add ? matvec_bf16_pair_kernel<true, kLanes> : matvec_bf16_pair_kernel<false, kLanes>,
-                 dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
+    void (*kernel)(PairLaunch) = add ? matvec_bf16_pair_kernel<true, false, kLanes>
+                                     : matvec_bf16_pair_kernel<false, false, kLanes>;
+    if constexpr (kLanes == kWarpSize) {
+        if (pair.early >= 0) {
+            kernel = add ? matvec_bf16_pair_kernel<true, true, kLanes> : matvec_bf16_pair_kernel<false, true, kLanes>;
+        }
+    }
+    launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
                  static_cast<size_t>(chunks) * 4 * sizeof(float4), stream, "matvec_bf16_pair_kernel",
                  PairLaunch{pair, y, rows, chunks, eps, ahead});
 }
@@ -387,6 +440,8 @@ void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float*
                     matvec_bf16_fusable(pair.w[i], row_input ? nullptr : pair.x[i], pair.norm_weight[i], cols),
                 "matvec_bf16_normed_pair: product ", i, " cannot take the vector path");
     }
+    require(pair.early >= -1 && pair.early <= 1, "matvec_bf16_normed_pair: early input ", pair.early,
+            ", expected 0, 1 or -1");
     if (rows == 0) return;
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {

@@ -43,6 +43,10 @@ struct NormedPair {
     const float* norm_weight[2] = {};
     const uint16_t* table[2] = {};
     const int32_t* row_id[2] = {};
+    // The input (0 or 1) written before the launch before this product's began, which the kernel
+    // may then read before its wait and stream that half's row while the launch before runs; -1
+    // for none. Taken where rows are a whole warp's (1024 columns and more).
+    int early = -1;
 };
 bool matvec_bf16_pair_normable(int64_t cols);
 void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float* y, int64_t rows, int64_t cols,

@@ -137,7 +137,7 @@ EmbeddingGather Model::extra_codes_gather(const int32_t* rows) const {
 
 void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin,
                         const std::function<void(NormedProduct&)>& embed, int64_t n, const StepPosition& at,
-                        TowerScratch& sc) const {
+                        TowerScratch& sc, bool hidden_ready_early) const {
     const TowerConfig& c = config_.tower;
     const TowerLayer& w = weights_.tower[t];
     const int64_t dim = c.dim;
@@ -149,7 +149,9 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin,
     // x = eh_proj [enorm(e) ; hnorm(hin)], as two half-width products with their norms folded in.
     float* x = sc.x.data();
     b.norm_ahead(x, w.input_norm.data());
-    b.matmul_normed_pair(embedding, NormedProduct{w.eh_hidden, hin, w.hnorm.data()}, n, c.norm_eps, x, false);
+    NormedProduct hidden{w.eh_hidden, hin, w.hnorm.data()};
+    hidden.ready_early = hidden_ready_early;
+    b.matmul_normed_pair(embedding, hidden, n, c.norm_eps, x, false);
     b.mark("tower input");
 
     const NormedInput attention_in(b, x, n, w.input_norm.data(), c.norm_eps, sc.normed.data());
@@ -231,8 +233,12 @@ void Model::tower_step(Backend& b, State& s, const float* hidden, const int32_t*
             }
             in.table = &weights_.tower[t].embed;
             in.row_id = frame + c.input_column(t);
+            // Code 0 comes with the main token, in the frame's head; a later code is drawn by the
+            // layer just before.
+            in.ready_early = c.input_column(t) == 1;
         };
-        tower_layer(b, s, t, hin.data(), embed, 1, at, sc);
+        // A layer after a headed one finds hin written before that layer's head product and draw.
+        tower_layer(b, s, t, hin.data(), embed, 1, at, sc, /*hidden_ready_early=*/t > c.shared_layers);
         if (t < c.shared_layers) continue;
         const int64_t k = 1 + (t - c.shared_layers);
         float* logits = head_logits + (k - 1) * c.codebook_size;
