@@ -353,6 +353,14 @@ public:
         rmsnorm(x, norm_weight, n, products[0].w.cols, eps, normed);
         matmul_group(products, normed, n);
     }
+    // One product of x RMS-normalised first, out = w · rmsnorm(x), with rmsnorm(x) [n, cols] kept in
+    // `normed` for later readers (a layer's output norm read by its head here and by the next layer);
+    // a backend may run both as one kernel. The results equal rmsnorm then matmul.
+    virtual void matmul_normed_keeping(const ProductOut& product, const float* x, const float* norm_weight, float eps,
+                                       int64_t n, float* normed) {
+        rmsnorm(x, norm_weight, n, product.w.cols, eps, normed);
+        matmul(product.w, normed, n, product.out);
+    }
     // A SwiGLU's first half of x RMS-normalised first: out = silu(gate · rmsnorm(x)) ⊙ (up · rmsnorm(x)),
     // out [n, gate.rows]. `normed` [n, cols] and `up_out` [n, gate.rows] are the caller's scratch, which
     // a backend may use or leave alone (it may run it all as one kernel). The result equals

@@ -287,6 +287,27 @@ TEST_F(CudaBackendOps, NormedPairOfProducts) {
     }
 }
 
+// A normalised product that keeps its norm for later readers (Drama 3's tower head and output norm),
+// at rows of 8, 16 and 32 lanes; more tokens and unaligned widths take the plain norm and product.
+TEST_F(CudaBackendOps, NormedProductKeepsItsNorm) {
+    for (int64_t cols : {264, 640, 2048, 100}) {
+        const int64_t rows = 70;
+        const std::vector<uint16_t> w = random_bf16(rng_, rows * cols, 0.1f);
+        const std::vector<float> norm = random_values(rng_, cols, 0.5f, 1.5f);
+        for (int64_t n : {1, 3}) {
+            SCOPED_TRACE(::testing::Message() << cols << " columns, " << n << " tokens");
+            expect_same({random_values(rng_, n * cols, -2.0f, 2.0f), random_values(rng_, n * rows),
+                         random_values(rng_, n * cols)},
+                        {1, 2},
+                        [&](Backend& b, std::vector<float*> p) {
+                            b.matmul_normed_keeping(ProductOut{MatrixView{DType::BF16, rows, cols, w.data()}, p[1]},
+                                                    p[0], norm.data(), 1e-6f, n, p[2]);
+                        },
+                        1e-5, "normed product keeping its norm");
+        }
+    }
+}
+
 // Ids and positions that live in backend memory travel as the bits of floats here.
 std::vector<float> as_float_bits(const std::vector<int32_t>& ints) {
     std::vector<float> bits(ints.size());

@@ -231,9 +231,9 @@ private:
 // A decode step's residual stream s [dim] under the ops that prepare its next norm ahead
 // (Backend::norm_ahead) and those that read it: products added to s (rows of 8 and 32 lanes) and a
 // normalised pair written over it, read by a normalised group, a normalised SwiGLU and a plain norm;
-// both kinds of mixture of experts read by their gates and adding to s; a hint whose reader names
-// other weights and one read two ops late (both must fall back to the plain norm). Returns s after
-// each step.
+// both kinds of mixture of experts read by their gates and adding to s; a product that keeps the
+// norm it read; a hint whose reader names other weights and one read two ops late (both must fall
+// back to the plain norm). Returns s after each step.
 std::vector<std::vector<float>> run_norm_ahead_steps(Backend& b, int steps, const std::vector<float>& start,
                                                    int64_t dim, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -307,6 +307,12 @@ std::vector<std::vector<float>> run_norm_ahead_steps(Backend& b, int steps, cons
         b.matmul_fused(out_proj, a.data(), 1, x, add);
         b.rmsnorm(x, norms[1].data(), 1, dim, eps, normed.data());
         b.matmul_fused(read, normed.data(), 1, x, add);
+        // A product of a prepared norm that keeps the norm, both of its outputs then read.
+        b.norm_ahead(x, norms[4].data());
+        b.matmul_fused(out_proj, a.data(), 1, x, add);
+        b.matmul_normed_keeping(ProductOut{read, c.data()}, x, norms[4].data(), eps, 1, normed.data());
+        b.matmul_fused(read, normed.data(), 1, x, add);
+        b.matmul_fused(out_proj, c.data(), 1, x, add);
         return static_cast<const float*>(x);
     };
     const auto key = std::make_shared<int>(0);

@@ -365,6 +365,21 @@ public:
         Backend::matmul_group_normed(products, x, norm_weight, eps, n, normed);
     }
 
+    void matmul_normed_keeping(const ProductOut& product, const float* x, const float* norm_weight, float eps,
+                               int64_t n, float* normed) override {
+        Timed timed(*this, "matmul_normed_keeping");
+        const int64_t cols = product.w.cols;
+        if (cuda::matvec_bf16_group_normable(cols) && cuda::aligned_16(normed)) {
+            const float* norm = device_vector(norm_weight, cols);
+            if (const auto group = one_launch_group(std::span(&product, 1), x, norm, n)) {
+                cuda::matvec_bf16_group_normed(*group, x, norm, eps, cols, stream_,
+                                               ahead_for_reader(x, n, cols, norm_weight), normed);
+                return;
+            }
+        }
+        Backend::matmul_normed_keeping(product, x, norm_weight, eps, n, normed);
+    }
+
     void matmul_swiglu_normed(const MatrixView& gate, const MatrixView& up, const float* x, const float* norm_weight,
                               float eps, int64_t n, float* normed, float* up_out, float* out) override {
         Timed timed(*this, "matmul_swiglu_normed");

@@ -101,6 +101,7 @@ struct GroupLaunch {
     int64_t chunks;
     float eps;
     NormAhead ahead;  // on: the input is rmsnorm(x) prepared ahead, x is not read
+    float* keep;      // non-null (with a norm): block 0 also stores rmsnorm(x) there [8 · chunks]
 };
 
 // Row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero row) as an input read in
@@ -141,6 +142,19 @@ __device__ __forceinline__ float prepare_normed(const Input& input, const float4
     return rsqrtf(block_sum(squares, partial) / float(chunks * 8) + eps);
 }
 
+// Stores an input's groups (x · norm weight, as the block holds them) times inv_rms into keep
+// [8 · chunks] over the block's threads: rmsnorm(x), for readers after this kernel.
+template <typename Weighted>
+__device__ __forceinline__ void keep_normed(const Weighted& input, float inv_rms, int64_t chunks, float* keep) {
+    auto* out = reinterpret_cast<float4*>(keep);
+    for (int64_t k = threadIdx.x; k < chunks; k += blockDim.x) {
+        float4 lo, hi;
+        input.load(k, lo, hi);
+        out[2 * k] = make_float4(lo.x * inv_rms, lo.y * inv_rms, lo.z * inv_rms, lo.w * inv_rms);
+        out[2 * k + 1] = make_float4(hi.x * inv_rms, hi.y * inv_rms, hi.z * inv_rms, hi.w * inv_rms);
+    }
+}
+
 // What a product's rows multiply: x as it is, rmsnorm(x) made by each block in shared memory after
 // its wait, or rmsnorm(x) prepared ahead by the kernel that wrote x (norm_ahead.h).
 enum class Input { Plain, Normed, Ahead };
@@ -151,16 +165,19 @@ enum class Input { Plain, Normed, Ahead };
 template <Input kInput, int kLanes>
 __device__ __forceinline__ float finish_after_wait(RowDot<kLanes>& dot, const float4* __restrict__ x,
                                                    const float4* __restrict__ norm_weight, float eps, int64_t chunks,
-                                                   const NormAhead& ahead) {
+                                                   const NormAhead& ahead, float* keep = nullptr) {
     wait_for_inputs();
     allow_next_kernel();
     if constexpr (kInput == Input::Normed) {
         extern __shared__ float4 normed_input[];
         const float inv_rms = prepare_normed(PlainInput{x}, norm_weight, eps, chunks, normed_input);
+        if (keep != nullptr) keep_normed(SharedInput{normed_input, normed_input + chunks}, inv_rms, chunks, keep);
         return dot.finish(SharedInput{normed_input, normed_input + chunks}) * inv_rms;
     } else if constexpr (kInput == Input::Ahead) {
         const float inv_rms = norm_ahead_inv_rms(ahead, chunks * 8, eps);
-        return dot.finish(PlainInput{reinterpret_cast<const float4*>(ahead.weighted)}) * inv_rms;
+        const PlainInput weighted{reinterpret_cast<const float4*>(ahead.weighted)};
+        if (keep != nullptr) keep_normed(weighted, inv_rms, chunks, keep);
+        return dot.finish(weighted) * inv_rms;
     } else {
         return dot.finish(PlainInput{x});
     }
@@ -313,15 +330,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     const bool active = row < rows;
     RowDot<kLanes> dot;
     dot.start(reinterpret_cast<const uint4*>(g.group.w[i]) + (active ? row : 0) * chunks, active ? chunks : 0);
-    const float sum = finish_after_wait<kInput>(dot, g.x, g.norm_weight, g.eps, chunks, g.ahead);
+    const float sum = finish_after_wait<kInput>(dot, g.x, g.norm_weight, g.eps, chunks, g.ahead,
+                                                blockIdx.x == 0 ? g.keep : nullptr);
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
 }
 
 template <int kLanes>
 void launch_group(const MatvecGroup& group, const float4* x, const float4* norm_weight, float eps, int64_t chunks,
-                  const NormAhead& ahead, cudaStream_t stream) {
+                  const NormAhead& ahead, float* keep, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
-    GroupLaunch g{group, {}, x, norm_weight, chunks, eps, ahead};
+    GroupLaunch g{group, {}, x, norm_weight, chunks, eps, ahead, keep};
     for (int i = 0; i < group.count; ++i) {
         g.first_block[i + 1] = g.first_block[i] + (group.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock;
     }
@@ -463,14 +481,14 @@ void check_group(const MatvecGroup& group, const float* x, const float* norm_wei
 }
 
 void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_weight, float eps, int64_t cols,
-                    const NormAhead& ahead, cudaStream_t stream) {
+                    const NormAhead& ahead, float* keep, cudaStream_t stream) {
     const auto* x4 = reinterpret_cast<const float4*>(x);
     const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {
-        case 32: launch_group<32>(group, x4, g4, eps, chunks, ahead, stream); break;
-        case 16: launch_group<16>(group, x4, g4, eps, chunks, ahead, stream); break;
-        default: launch_group<8>(group, x4, g4, eps, chunks, ahead, stream); break;
+        case 32: launch_group<32>(group, x4, g4, eps, chunks, ahead, keep, stream); break;
+        case 16: launch_group<16>(group, x4, g4, eps, chunks, ahead, keep, stream); break;
+        default: launch_group<8>(group, x4, g4, eps, chunks, ahead, keep, stream); break;
     }
 }
 
@@ -478,7 +496,7 @@ void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_
 
 void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream) {
     check_group(group, x, nullptr, cols, "matvec_bf16_group");
-    dispatch_group(group, x, nullptr, 0.0f, cols, NormAhead{}, stream);
+    dispatch_group(group, x, nullptr, 0.0f, cols, NormAhead{}, nullptr, stream);
 }
 
 bool matvec_bf16_group_normable(int64_t cols) {
@@ -495,11 +513,12 @@ void require_normable(int64_t cols, const char* what) {
 }  // namespace
 
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
-                              int64_t cols, cudaStream_t stream, const NormAhead& ahead) {
+                              int64_t cols, cudaStream_t stream, const NormAhead& ahead, float* keep) {
     require(norm_weight != nullptr, "matvec_bf16_group_normed: no norm weights");
     require_normable(cols, "matvec_bf16_group_normed");
     check_group(group, ahead.on() ? ahead.weighted : x, norm_weight, cols, "matvec_bf16_group_normed");
-    dispatch_group(group, x, norm_weight, eps, cols, ahead, stream);
+    require(keep == nullptr || aligned_16(keep), "matvec_bf16_group_normed: the kept norm must be 16-byte aligned");
+    dispatch_group(group, x, norm_weight, eps, cols, ahead, keep, stream);
 }
 
 void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x, const float* norm_weight, float eps,

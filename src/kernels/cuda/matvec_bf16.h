@@ -67,13 +67,14 @@ void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, c
 // The same group with its input RMS-normalised first: y_i = W_i · rmsnorm(x), the norm with
 // `norm_weight` (device, [cols]) and `eps`. Each block normalises x once into shared memory after
 // its wait (no norm launch before the group); needs matvec_bf16_group_normable(cols). With `ahead` on,
-// the norm was prepared by the kernel that wrote x (norm_ahead.h), and x itself is not read.
+// the norm was prepared by the kernel that wrote x (norm_ahead.h), and x itself is not read. With
+// `keep` (device, [cols], 16-byte aligned) the launch also stores rmsnorm(x) there, for later readers.
 // The dynamic shared memory the normalised input may take: under the 48 KiB a launch gets without
 // opting in, with room left for the kernel's own static shared memory (its block sum's partials).
 constexpr int64_t kGroupNormedMaxBytes = 47 * 1024;
 bool matvec_bf16_group_normable(int64_t cols);
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
-                              int64_t cols, cudaStream_t stream, const NormAhead& ahead = {});
+                              int64_t cols, cudaStream_t stream, const NormAhead& ahead = {}, float* keep = nullptr);
 
 // A SwiGLU's first products and activation in one launch: y = silu(W_gate · x') · (W_up · x'), x' = x
 // or, with `norm_weight`, rmsnorm(x) as in matvec_bf16_group_normed. Both matrices [rows, cols] on the

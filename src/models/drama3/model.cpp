@@ -137,7 +137,7 @@ EmbeddingGather Model::extra_codes_gather(const int32_t* rows) const {
 
 void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin,
                         const std::function<void(NormedProduct&)>& embed, int64_t n, const StepPosition& at,
-                        TowerScratch& sc, bool hidden_ready_early) const {
+                        TowerScratch& sc, bool hidden_ready_early, const ProductOut* head) const {
     const TowerConfig& c = config_.tower;
     const TowerLayer& w = weights_.tower[t];
     const int64_t dim = c.dim;
@@ -165,6 +165,11 @@ void Model::tower_layer(Backend& b, State& s, int64_t t, float* hin,
     b.norm_ahead(x, w.out_norm.data());
     b.matmul_fused(w.down, sc.gate.data(), n, x, FusedProduct{nullptr, 0.0f, true});
     b.mark("tower mlp: down", Backend::MarkLevel::Op);
+    if (head != nullptr) {
+        b.matmul_normed_keeping(*head, x, w.out_norm.data(), c.norm_eps, n, hin);
+        b.mark("tower mlp: out norm and head product");
+        return;
+    }
     b.rmsnorm(x, w.out_norm.data(), n, dim, c.norm_eps, hin);
     b.mark("tower mlp");
 }
@@ -238,12 +243,15 @@ void Model::tower_step(Backend& b, State& s, const float* hidden, const int32_t*
             in.ready_early = c.input_column(t) == 1;
         };
         // A layer after a headed one finds hin written before that layer's head product and draw.
-        tower_layer(b, s, t, hin.data(), embed, 1, at, sc, /*hidden_ready_early=*/t > c.shared_layers);
-        if (t < c.shared_layers) continue;
+        const bool hidden_ready_early = t > c.shared_layers;
+        if (t < c.shared_layers) {
+            tower_layer(b, s, t, hin.data(), embed, 1, at, sc, hidden_ready_early);
+            continue;
+        }
         const int64_t k = 1 + (t - c.shared_layers);
         float* logits = head_logits + (k - 1) * c.codebook_size;
-        b.matmul(weights_.tower[t].head, hin.data(), 1, logits);
-        b.mark("tower head: product", Backend::MarkLevel::Op);
+        const ProductOut head{weights_.tower[t].head, logits};
+        tower_layer(b, s, t, hin.data(), embed, 1, at, sc, hidden_ready_early, &head);
         DrawCounter code_draw = draws;
         code_draw.slot = draws.slot + static_cast<uint32_t>(k);
         b.sample(logits, 1, c.codebook_size, params, code_draw, frame + 1 + k);

@@ -81,9 +81,11 @@ private:
     // tower input's embedding half its input, the layer's input embeddings [n, dim] (its tokens'
     // rows, at t == 0 plus the extra codes' rows): written into the product's x (scratch, also its
     // row_scratch), or for one token named as a table row. `hidden_ready_early`: hin was written
-    // before the op before this layer (NormedProduct::ready_early).
+    // before the op before this layer (NormedProduct::ready_early). With `head`, its product of the
+    // layer's normed output runs in the same op as the norm.
     void tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(NormedProduct&)>& embed,
-                     int64_t n, const StepPosition& at, TowerScratch& sc, bool hidden_ready_early = false) const;
+                     int64_t n, const StepPosition& at, TowerScratch& sc, bool hidden_ready_early = false,
+                     const ProductOut* head = nullptr) const;
     // The code-embedding rows the backbone row left out, for `rows` in backend memory (see extra_code_ids).
     EmbeddingGather extra_codes_gather(const int32_t* rows) const;
     // The code-embedding ids of the codebooks the backbone row did not carry (extra(in)), [n, per-row].
