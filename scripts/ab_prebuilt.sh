@@ -5,7 +5,8 @@
 # measured copy bandwidth. One JSON line a run in OUT/ab.jsonl, then a table (scripts/bench_table.py).
 # Usage: scripts/ab_prebuilt.sh OUT ROUNDS BIN...  (BIN: a path, absolute or from /work/main, e.g.
 # build/duet or $REPO/.gpubin/duet-variant; or NAME=VALUE@PATH, that binary with a switch of the
-# environment set, e.g. DUET_CUDA_EXPERT_GRID=resident@build/duet)
+# environment set, e.g. DUET_CUDA_EXPERT_GRID=resident@build/duet). AB_MODELS picks the models, e.g.
+# AB_MODELS="drama3 a3b" (default: "nemotron_h nano;drama3 a3b").
 set -uo pipefail
 out=${1:?out dir}
 rounds=${2:?rounds}
@@ -13,6 +14,7 @@ shift 2
 mkdir -p "$out"
 cd /work/main
 bins=("$@")
+IFS=';' read -ra models <<< "${AB_MODELS:-nemotron_h nano;drama3 a3b}"
 n=${#bins[@]}
 for ((r = 0; r < rounds; ++r)); do
   for ((k = 0; k < n; ++k)); do
@@ -21,7 +23,7 @@ for ((r = 0; r < rounds; ++r)); do
     exe=$bin
     if [[ $bin == *@* ]]; then setting=${bin%%@*}; exe=${bin#*@}; fi
     label=$(basename "$exe")${setting:+ $setting}
-    for spec in "nemotron_h nano" "drama3 a3b"; do
+    for spec in "${models[@]}"; do
       read -r arch preset <<< "$spec"
       line=$(timeout 120 env $setting "$exe" bench --device cuda --arch "$arch" --preset "$preset" --random-weights \
         2>> "$out/ab_stderr.txt")

@@ -959,6 +959,16 @@ TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     expect_experts_agree(1, 2688, 64, 128, 1e-5);      // Nemotron-H's hidden width: first rows in one round
 }
 
+// The down launch's tiles (rows of up to 64 groups from up to 9 sources: Qwen3.5-MoE's widths and
+// narrower) and the kernel it leaves longer rows and more sources to.
+TEST_F(CudaBackendOps, MixturesOfExpertsDownTilesAndBeyond) {
+    for (int64_t n : {1, 3}) {
+        expect_experts_agree(n, 72, 512, 512, 1e-5, ExpertChoice{16, 8, 1, 1, 0});  // a tile's widest rows
+        expect_experts_agree(n, 64, 520, 64, 1e-5, ExpertChoice{16, 8, 1, 1, 0});  // 65 groups: 16 lanes a row
+        expect_experts_agree(n, 64, 24, 40, 1e-5, ExpertChoice{32, 12, 1, 1, 0});  // 13 sources: 8 lanes a row
+    }
+}
+
 // The models' expert counts (128 top-6 in one group, 256 top-8) and more, the router's rows
 // repeating so that many scores tie and the lower index must win, on the one-launch gate (one token)
 // and the routing kernels of several tokens.

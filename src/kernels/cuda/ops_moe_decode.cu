@@ -83,30 +83,15 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
 // Most sources a row of the down launch sums: the chosen experts and the shared one.
 constexpr int kMaxDownSources = 65;
 
-// Block (row block, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
-// shared mid), for the kWarpSize / kLanes rows a warp covers. The block first looks up every
-// source's matrix and weight once into shared memory, so that a lane's reads of a source's row wait
-// on no other load. Its kSourceWarps warps share out the sources (their sums added through shared
-// memory at the end), each reading a row in one round of kLoads loads a lane where it is short
-// enough, kBatch sources at a time: so the loads of all of a row's sources go out together, rather
-// than in rounds that each wait out the memory's latency.
+// Token `token`'s sources of the down launch, looked up once a block into shared memory (so that a
+// lane's reads of a source's row wait on no other load): each one's matrix and weight (the routing
+// weight, or the shared expert's gate). Returns their number; ends with the block's barrier.
 //
-// The first launch lets this one start as soon as its own blocks are under way, and the look-ups
-// and the first batch of rows go out before the wait: the routing was written by the gate, which
-// had finished (and its writes were visible) before the first launch's blocks passed their wait,
-// so before this launch began. It is read past L1 (ld.global.cg), which may still hold the last
-// layer's routing.
-template <int kLanes, int kLoads, int kBatch, int kSourceWarps, int kMinBlocks>
-__global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_down_kernel(ExpertDownArgs a) {
-    __shared__ const uint4* matrix[kMaxDownSources];
-    __shared__ float weight[kMaxDownSources];
-    __shared__ float warp_sums[kSourceWarps][kWarpSize];
-    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    const int64_t token = blockIdx.y;
-    const int64_t row = int64_t(blockIdx.x) * (kWarpSize / kLanes) + lane / kLanes;
-    const bool active = row < a.rows;
-    const bool owner = warp == 0 && active && lane % kLanes == 0;  // the lane that adds the row to the stream
-    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
+// The routing was written by the gate, which had finished (and its writes were visible) before the
+// first launch's blocks passed their wait, so before a down launch began: the look-ups may go before
+// the down kernel's wait. They are read past L1 (ld.global.cg), which may still hold the last layer's.
+__device__ __forceinline__ int look_up_sources(const ExpertDownArgs& a, int64_t token, const uint4** matrix,
+                                               float* weight) {
     const int sources = static_cast<int>(a.k) + (a.shared_index >= 0 ? 1 : 0);
     for (int j = threadIdx.x; j < sources; j += blockDim.x) {
         if (j < a.k) {
@@ -118,6 +103,31 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_do
         }
     }
     __syncthreads();
+    return sources;
+}
+
+// Block (row block, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
+// shared mid), for the kWarpSize / kLanes rows a warp covers. The block first looks up every
+// source's matrix and weight once into shared memory, so that a lane's reads of a source's row wait
+// on no other load. Its kSourceWarps warps share out the sources (their sums added through shared
+// memory at the end), each reading a row in one round of kLoads loads a lane where it is short
+// enough, kBatch sources at a time: so the loads of all of a row's sources go out together, rather
+// than in rounds that each wait out the memory's latency.
+//
+// The first launch lets this one start as soon as its own blocks are under way, and the look-ups
+// and the first batch of rows go out before the wait.
+template <int kLanes, int kLoads, int kBatch, int kSourceWarps, int kMinBlocks>
+__global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_down_kernel(ExpertDownArgs a) {
+    __shared__ const uint4* matrix[kMaxDownSources];
+    __shared__ float weight[kMaxDownSources];
+    __shared__ float warp_sums[kSourceWarps][kWarpSize];
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int64_t token = blockIdx.y;
+    const int64_t row = int64_t(blockIdx.x) * (kWarpSize / kLanes) + lane / kLanes;
+    const bool active = row < a.rows;
+    const bool owner = warp == 0 && active && lane % kLanes == 0;  // the lane that adds the row to the stream
+    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
+    const int sources = look_up_sources(a, token, matrix, weight);
     const int64_t r = active ? row : 0;
     auto chunks_of = [&](int j) { return j < a.k ? a.routed_chunks : a.shared_chunks; };
     auto input_of = [&](int j) {
@@ -160,6 +170,67 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_do
     }
 }
 
+// The same sum for short rows, kRows rows a block, a whole warp each over up to kSources sources of
+// at most kLoads · 32 groups, every weight load of a row in flight at once. The block stages every
+// source's input in shared memory once, after the wait: read by each of a few rows' warps from L2
+// instead, the inputs (f32) were as many bytes as the weights (bf16), and each came in its own trip
+// after the weights.
+template <int kRows, int kLoads, int kSources, int kMinBlocks>
+__global__ void __launch_bounds__(kRows* kWarpSize, kMinBlocks) expert_down_tile_kernel(ExpertDownArgs a) {
+    extern __shared__ float4 staged[];  // lower halves of every source's groups, then the upper halves
+    __shared__ const uint4* matrix[kSources];
+    __shared__ float weight[kSources];
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int64_t token = blockIdx.y;
+    const int64_t row = int64_t(blockIdx.x) * kRows + warp;
+    const bool active = row < a.rows;
+    const bool owner = active && lane == 0;
+    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
+    const int sources = look_up_sources(a, token, matrix, weight);
+    auto chunks_of = [&](int j) { return j < a.k ? a.routed_chunks : a.shared_chunks; };
+    uint4 w[kSources][kLoads];
+#pragma unroll
+    for (int j = 0; j < kSources; ++j) {
+        if (j < sources && active) {
+            const uint4* m = matrix[j] + row * chunks_of(j);
+#pragma unroll
+            for (int u = 0; u < kLoads; ++u) {
+                if (lane + u * kWarpSize < chunks_of(j)) w[j][u] = __ldcs(m + lane + u * kWarpSize);
+            }
+        }
+    }
+    wait_for_inputs();  // the expert outputs are the first launch's
+    const int64_t routed_groups = a.k * a.routed_chunks;
+    const int64_t groups = routed_groups + (a.shared_index >= 0 ? a.shared_chunks : 0);
+    const float4* routed = reinterpret_cast<const float4*>(a.routed_mid + token * routed_groups * 8);
+    const float4* shared = reinterpret_cast<const float4*>(a.shared_mid + token * a.shared_chunks * 8);
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+        const float4* group = g < routed_groups ? routed + 2 * g : shared + 2 * (g - routed_groups);
+        staged[g] = __ldg(group);
+        staged[groups + g] = __ldg(group + 1);
+    }
+    __syncthreads();
+    float sum = 0.0f;  // this lane's share of Σ_j weight_j · (row_j · input_j)
+#pragma unroll
+    for (int j = 0; j < kSources; ++j) {
+        if (j < sources && active) {
+            const float4* lower = staged + j * a.routed_chunks;
+            float dot = 0.0f;
+#pragma unroll
+            for (int u = 0; u < kLoads; ++u) {
+                const int c = lane + u * kWarpSize;
+                if (c < chunks_of(j)) dot = dot8(w[j][u], lower[c], lower[groups + c], dot);
+            }
+            sum += weight[j] * dot;
+        }
+    }
+    sum = warp_sum(sum);
+    allow_next_kernel();
+    const float value = owner ? a.out[token * a.rows + row] + sum : 0.0f;
+    if (owner) a.out[token * a.rows + row] = value;
+    if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
+}
+
 template <bool kSwiglu, int kLanes, int kLoads>
 void launch_first(const ExpertFirstArgs& a, int64_t tokens, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreads / kLanes;
@@ -180,6 +251,26 @@ void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
                  dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock),
                       static_cast<unsigned>(tokens)),
                  dim3(kSourceWarps * kWarpSize), 0, stream, "expert_down_kernel", a);
+}
+
+// The staged inputs of a tile block: under the 48 KiB a launch gets without opting in, with room
+// left for the block's look-ups.
+constexpr size_t kTileMaxStagedBytes = 47 * 1024;
+
+// Launches the tile kernel; false where its sources, their rows or their staged inputs would not fit.
+template <int kRows, int kLoads, int kSources, int kMinBlocks>
+bool launch_down_tiles(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
+    const int64_t sources = a.k + (a.shared_index >= 0 ? 1 : 0);
+    const int64_t groups = a.k * a.routed_chunks + (a.shared_index >= 0 ? a.shared_chunks : 0);
+    const size_t bytes = size_t(groups) * 2 * sizeof(float4);
+    constexpr int64_t kMaxChunks = int64_t(kLoads) * kWarpSize;
+    if (sources > kSources || a.routed_chunks > kMaxChunks || a.shared_chunks > kMaxChunks ||
+        bytes > kTileMaxStagedBytes)
+        return false;
+    launch_early(expert_down_tile_kernel<kRows, kLoads, kSources, kMinBlocks>,
+                 dim3(static_cast<unsigned>((a.rows + kRows - 1) / kRows), static_cast<unsigned>(tokens)),
+                 dim3(kRows * kWarpSize), bytes, stream, "expert_down_tile_kernel", a);
+    return true;
 }
 
 }  // namespace
@@ -215,15 +306,18 @@ void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
             "expert_down: inputs must be aligned 16-byte groups");
     require(!a.ahead.on() || tokens == 1, "expert_down: a norm is prepared ahead for one token, not ", tokens);
     if (tokens == 0 || a.rows == 0) return;
+    // Rows of up to 64 groups (Qwen3.5-MoE's 64) and up to 9 sources (its 8 chosen and the shared
+    // one) go by tiles of 8 rows, a warp a row, all of its 18 loads a lane at once; 2 blocks an SM
+    // (104 registers) make Qwen3.5-MoE's 2048 rows one wave. Measured on an H100 against the kernel
+    // below: alone 14.1-14.5 µs a layer against 18.1-18.2 (ncu), a Drama 3 frame 3.497-3.501 ms against
+    // 3.610-3.616; tiles of 4 rows 3.518-3.519, the kernel below with a whole warp a row 3.580-3.586.
+    if (launch_down_tiles<8, 2, 9, 2>(a, tokens, stream)) return;
     switch (row_lanes(a.routed_chunks)) {
         // Rows of 128 or more groups: 8 loads a lane read up to 256 groups (Nemotron-H's 232) at once.
-        // Shorter rows (Qwen3.5-MoE's 64 groups) take three sources at a time. A row's sources are
-        // shared out over the block's warps: 4 for Nemotron-H's 7 (measured faster than 2, 7 or 8), 3
-        // for Qwen3.5-MoE's 9 (a batch of three each, so all in one round). Qwen3.5-MoE's 2048 rows
-        // are 1024 blocks: held to 8 blocks an SM (80 registers, a few spilled) they are one wave on
-        // an H200's 132 SMs, where 7 (96 registers) left a second wave of 100 blocks; measured 0.05
-        // ms a Drama 3 frame faster. Nemotron-H's 2688 blocks take several waves either way: at 6
-        // blocks an SM (80 registers) they ran 0.05 ms a token faster than at 8 (64 registers).
+        // Shorter rows take three sources at a time. A row's sources are shared out over the block's
+        // warps: 4 for Nemotron-H's 7 (measured faster than 2, 7 or 8). Nemotron-H's 2688 blocks take
+        // several waves: at 6 blocks an SM (80 registers) they ran 0.05 ms a token faster than at 8
+        // (64 registers).
         case 32: launch_down<32, 8, 1, 4, 6>(a, tokens, stream); break;
         case 16: launch_down<16, 4, 3, 3, 8>(a, tokens, stream); break;
         default: launch_down<8, 4, 3, 3, 8>(a, tokens, stream); break;
