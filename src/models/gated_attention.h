@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,6 +20,7 @@ struct GatedAttentionShape {
     float theta = 0.0f;
     float eps = 0.0f;
     RopeStyle rope = RopeStyle::RotateHalf;
+    std::string_view name = "gated attention";  // what its ops' marks begin with
 };
 
 struct GatedAttentionWeights {

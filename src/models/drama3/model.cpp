@@ -117,6 +117,7 @@ struct Model::TowerScratch {
         s.theta = static_cast<float>(t.rope_theta);
         s.eps = t.norm_eps;
         s.rope = RopeStyle::Interleaved;
+        s.name = "tower attention";
         return s;
     }
 
