@@ -107,9 +107,8 @@ __device__ __forceinline__ int look_up_sources(const ExpertDownArgs& a, int64_t 
 }
 
 // Block (row block, token): out[token, row] += Σ_j w_j · (down_{e_j} row · mid_j) + g · (shared row ·
-// shared mid), for the kWarpSize / kLanes rows a warp covers. The block first looks up every
-// source's matrix and weight once into shared memory, so that a lane's reads of a source's row wait
-// on no other load. Its kSourceWarps warps share out the sources (their sums added through shared
+// shared mid), for the kWarpSize / kLanes rows a warp covers. The block first looks up its sources
+// (look_up_sources). Its kSourceWarps warps share out the sources (their sums added through shared
 // memory at the end), each reading a row in one round of kLoads loads a lane where it is short
 // enough, kBatch sources at a time: so the loads of all of a row's sources go out together, rather
 // than in rounds that each wait out the memory's latency.
