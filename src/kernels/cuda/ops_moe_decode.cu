@@ -83,6 +83,18 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
 // Most sources a row of the down launch sums: the chosen experts and the shared one.
 constexpr int kMaxDownSources = 65;
 
+// A token's sources of the down launch (its chosen experts, then the shared one where there is
+// one), the 16-byte groups of source j's row and input, and all its sources' input groups.
+__host__ __device__ __forceinline__ int64_t down_sources(const ExpertDownArgs& a) {
+    return a.k + (a.shared_index >= 0 ? 1 : 0);
+}
+__host__ __device__ __forceinline__ int64_t down_source_chunks(const ExpertDownArgs& a, int64_t j) {
+    return j < a.k ? a.routed_chunks : a.shared_chunks;
+}
+__host__ __device__ __forceinline__ int64_t down_input_groups(const ExpertDownArgs& a) {
+    return a.k * a.routed_chunks + (a.shared_index >= 0 ? a.shared_chunks : 0);
+}
+
 // Token `token`'s sources of the down launch, looked up once a block into shared memory (so that a
 // lane's reads of a source's row wait on no other load): each one's matrix and weight (the routing
 // weight, or the shared expert's gate). Returns their number; ends with the block's barrier.
@@ -92,7 +104,7 @@ constexpr int kMaxDownSources = 65;
 // the down kernel's wait. They are read past L1 (ld.global.cg), which may still hold the last layer's.
 __device__ __forceinline__ int look_up_sources(const ExpertDownArgs& a, int64_t token, const uint4** matrix,
                                                float* weight) {
-    const int sources = static_cast<int>(a.k) + (a.shared_index >= 0 ? 1 : 0);
+    const int sources = static_cast<int>(down_sources(a));
     for (int j = threadIdx.x; j < sources; j += blockDim.x) {
         if (j < a.k) {
             matrix[j] = static_cast<const uint4*>(a.down[__ldcg(a.expert_of + token * a.k + j)]);
@@ -128,7 +140,6 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_do
     const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     const int sources = look_up_sources(a, token, matrix, weight);
     const int64_t r = active ? row : 0;
-    auto chunks_of = [&](int j) { return j < a.k ? a.routed_chunks : a.shared_chunks; };
     auto input_of = [&](int j) {
         const float* mid = j < a.k ? a.routed_mid + (token * a.k + j) * a.routed_chunks * 8
                                    : a.shared_mid + token * a.shared_chunks * 8;
@@ -142,8 +153,8 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_do
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
             const bool real = j + b < end;
-            dot[b].start(matrix[real ? j + b : j] + r * chunks_of(real ? j + b : j),
-                         real && active ? chunks_of(j + b) : 0);
+            dot[b].start(matrix[real ? j + b : j] + r * down_source_chunks(a, real ? j + b : j),
+                         real && active ? down_source_chunks(a, j + b) : 0);
         }
         if (j == first) wait_for_inputs();  // the expert outputs are the first launch's
 #pragma unroll
@@ -186,15 +197,14 @@ __global__ void __launch_bounds__(kRows* kWarpSize, kMinBlocks) expert_down_tile
     const bool owner = active && lane == 0;
     const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
     const int sources = look_up_sources(a, token, matrix, weight);
-    auto chunks_of = [&](int j) { return j < a.k ? a.routed_chunks : a.shared_chunks; };
     uint4 w[kSources][kLoads];
 #pragma unroll
     for (int j = 0; j < kSources; ++j) {
         if (j < sources && active) {
-            const uint4* m = matrix[j] + row * chunks_of(j);
+            const uint4* m = matrix[j] + row * down_source_chunks(a, j);
 #pragma unroll
             for (int u = 0; u < kLoads; ++u) {
-                if (lane + u * kWarpSize < chunks_of(j)) w[j][u] = __ldcs(m + lane + u * kWarpSize);
+                if (lane + u * kWarpSize < down_source_chunks(a, j)) w[j][u] = __ldcs(m + lane + u * kWarpSize);
             }
         }
     }
@@ -204,8 +214,7 @@ __global__ void __launch_bounds__(kRows* kWarpSize, kMinBlocks) expert_down_tile
     // and requesting their weights.
     // Measured on an H100: a Drama 3 frame 3.462-3.479 ms against 3.489-3.507 released at the end.
     allow_next_kernel();
-    const int64_t routed_groups = a.k * a.routed_chunks;
-    const int64_t groups = routed_groups + (a.shared_index >= 0 ? a.shared_chunks : 0);
+    const int64_t routed_groups = a.k * a.routed_chunks, groups = down_input_groups(a);
     const float4* routed = reinterpret_cast<const float4*>(a.routed_mid + token * routed_groups * 8);
     const float4* shared = reinterpret_cast<const float4*>(a.shared_mid + token * a.shared_chunks * 8);
     for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
@@ -223,7 +232,7 @@ __global__ void __launch_bounds__(kRows* kWarpSize, kMinBlocks) expert_down_tile
 #pragma unroll
             for (int u = 0; u < kLoads; ++u) {
                 const int c = lane + u * kWarpSize;
-                if (c < chunks_of(j)) dot = dot8(w[j][u], lower[c], lower[groups + c], dot);
+                if (c < down_source_chunks(a, j)) dot = dot8(w[j][u], lower[c], lower[groups + c], dot);
             }
             sum += weight[j] * dot;
         }
@@ -263,11 +272,9 @@ constexpr size_t kTileMaxStagedBytes = 47 * 1024;
 // Launches the tile kernel; false where its sources, their rows or their staged inputs would not fit.
 template <int kRows, int kLoads, int kSources, int kMinBlocks>
 bool launch_down_tiles(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
-    const int64_t sources = a.k + (a.shared_index >= 0 ? 1 : 0);
-    const int64_t groups = a.k * a.routed_chunks + (a.shared_index >= 0 ? a.shared_chunks : 0);
-    const size_t bytes = size_t(groups) * 2 * sizeof(float4);
+    const size_t bytes = size_t(down_input_groups(a)) * 2 * sizeof(float4);
     constexpr int64_t kMaxChunks = int64_t(kLoads) * kWarpSize;
-    if (sources > kSources || a.routed_chunks > kMaxChunks || a.shared_chunks > kMaxChunks ||
+    if (down_sources(a) > kSources || a.routed_chunks > kMaxChunks || a.shared_chunks > kMaxChunks ||
         bytes > kTileMaxStagedBytes)
         return false;
     launch_early(expert_down_tile_kernel<kRows, kLoads, kSources, kMinBlocks>,
