@@ -1,21 +1,8 @@
 #include "models/gated_attention.h"
 
 #include <cmath>
-#include <string>
 
 namespace duet {
-
-namespace {
-
-// The mark after one of the layer's ops: "<name>: <op>".
-std::string op_label(const GatedAttentionShape& s, std::string_view op) {
-    std::string label(s.name);
-    label += ": ";
-    label += op;
-    return label;
-}
-
-}  // namespace
 
 GatedAttentionScratch::GatedAttentionScratch(Backend& b, const GatedAttentionShape& s, int64_t n)
     : query_and_gate(b.alloc(static_cast<size_t>(n * 2 * s.heads * s.head_dim))),
@@ -29,7 +16,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     const int64_t n = xn.tokens(), hd = s.head_dim, kv_width = s.kv_heads * hd, q_row = 2 * s.heads * hd;
     float* query_and_gate = sc.query_and_gate.data();
     xn.products({{w.q, query_and_gate}, {w.k, sc.new_keys.data()}, {w.v, sc.new_values.data()}});
-    b.mark(op_label(s, "norm, qkv"), Backend::MarkLevel::Op);
+    b.mark(s.marks.qkv, Backend::MarkLevel::Op);
 
     AttentionRowsArgs rows;
     HeadNormRopeArgs& r = rows.queries;
@@ -62,7 +49,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     rows.value_cache = values;
     rows.kv_width = kv_width;
     b.prepare_attention_rows(rows);
-    b.mark(op_label(s, "rows"), Backend::MarkLevel::Op);
+    b.mark(s.marks.rows, Backend::MarkLevel::Op);
 
     AttentionArgs a;
     a.n = n;
@@ -81,7 +68,7 @@ void gated_attention(Backend& b, const GatedAttentionShape& s, const GatedAttent
     a.gate_row_stride = q_row;
     a.gate_head_stride = 2 * hd;
     b.attention(a);
-    b.mark(op_label(s, "core"), Backend::MarkLevel::Op);
+    b.mark(s.marks.core, Backend::MarkLevel::Op);
     b.matmul_fused(w.o, sc.attended.data(), n, out, FusedProduct{nullptr, 0.0f, true});
 }
 

@@ -14,13 +14,21 @@
 
 namespace duet {
 
+// The marks after the layer's ops (Backend::mark), so that a step's spans tell the tower's from the
+// backbone's.
+struct GatedAttentionMarks {
+    std::string_view qkv, rows, core;
+};
+inline constexpr GatedAttentionMarks kGatedAttentionMarks{"gated attention: norm, qkv", "gated attention: rows",
+                                                          "gated attention: core"};
+
 struct GatedAttentionShape {
     int64_t heads = 0, kv_heads = 0, head_dim = 0;
     int64_t rotary_dim = 0;
     float theta = 0.0f;
     float eps = 0.0f;
     RopeStyle rope = RopeStyle::RotateHalf;
-    std::string_view name = "gated attention";  // what its ops' marks begin with
+    GatedAttentionMarks marks = kGatedAttentionMarks;
 };
 
 struct GatedAttentionWeights {

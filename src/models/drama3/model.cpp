@@ -117,7 +117,7 @@ struct Model::TowerScratch {
         s.theta = static_cast<float>(t.rope_theta);
         s.eps = t.norm_eps;
         s.rope = RopeStyle::Interleaved;
-        s.name = "tower attention";
+        s.marks = {"tower attention: norm, qkv", "tower attention: rows", "tower attention: core"};
         return s;
     }
 
