@@ -86,21 +86,29 @@ LogMel LogMelFrontEnd::compute(const std::vector<float>& waveform, ThreadPool* p
 }
 
 LogMel normalize_per_feature(const LogMel& mel) {
+    // Row by row, every bin's sum carried along: the same additions in the same order as bin by bin,
+    // without striding through the whole recording once per bin (which took longer than the spectra).
     LogMel out = mel;
     const int64_t n = mel.valid, width = mel.n_mels;
-    for (int64_t m = 0; m < width; ++m) {
-        double sum = 0.0;
-        for (int64_t t = 0; t < n; ++t) sum += mel.values[t * width + m];
-        const double mean = sum / static_cast<double>(n);
-        double squares = 0.0;
-        for (int64_t t = 0; t < n; ++t) {
-            const double d = mel.values[t * width + m] - mean;
-            squares += d * d;
+    std::vector<double> mean(static_cast<size_t>(width), 0.0), squares(static_cast<size_t>(width), 0.0);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* row = mel.row(t);
+        for (int64_t m = 0; m < width; ++m) mean[m] += row[m];
+    }
+    for (double& m : mean) m /= static_cast<double>(n);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* row = mel.row(t);
+        for (int64_t m = 0; m < width; ++m) {
+            const double d = row[m] - mean[m];
+            squares[m] += d * d;
         }
-        const double std_dev = std::sqrt(squares / static_cast<double>(n - 1)) + 1e-5;
-        for (int64_t t = 0; t < n; ++t) {
-            out.values[t * width + m] = static_cast<float>((mel.values[t * width + m] - mean) / std_dev);
-        }
+    }
+    std::vector<double> std_dev(static_cast<size_t>(width));
+    for (int64_t m = 0; m < width; ++m) std_dev[m] = std::sqrt(squares[m] / static_cast<double>(n - 1)) + 1e-5;
+    for (int64_t t = 0; t < n; ++t) {
+        const float* row = mel.row(t);
+        float* normalized = out.values.data() + t * width;
+        for (int64_t m = 0; m < width; ++m) normalized[m] = static_cast<float>((row[m] - mean[m]) / std_dev[m]);
     }
     return out;
 }
