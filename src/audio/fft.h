@@ -22,6 +22,9 @@ public:
     // |X[k]|² for k = 0 … n/2 of a real signal of n values (out has room for n/2 + 1).
     void power_spectrum(const double* signal, double* out) const;
 
+    // e^(−2πi·k/n) for k < n/2, as forward() uses them.
+    const std::vector<std::complex<double>>& twiddles() const { return twiddles_; }
+
 private:
     int64_t n_;
     std::vector<int64_t> bit_reversed_;          // the input order of the iterative transform

@@ -44,9 +44,8 @@ LogMelFrontEnd::LogMelFrontEnd(const MelSettings& settings, std::vector<float> w
     }
 }
 
-LogMel LogMelFrontEnd::compute(const std::vector<float>& waveform, ThreadPool* pool) const {
+LogMel LogMelFrontEnd::zero_rows(int64_t samples) const {
     const MelSettings& s = settings_;
-    const auto samples = static_cast<int64_t>(waveform.size());
     LogMel mel;
     mel.valid = valid_mel_frames(samples, s.hop);
     require(mel.valid >= 2, "audio of ", samples, " samples is too short: need at least ", 2 * s.hop,
@@ -54,6 +53,13 @@ LogMel LogMelFrontEnd::compute(const std::vector<float>& waveform, ThreadPool* p
     mel.frames = padded_mel_frames(samples, s.hop, s.pad_to);
     mel.n_mels = s.n_mels;
     mel.values.assign(static_cast<size_t>(mel.frames * s.n_mels), 0.0f);
+    return mel;
+}
+
+LogMel LogMelFrontEnd::compute(const std::vector<float>& waveform, ThreadPool* pool) const {
+    const MelSettings& s = settings_;
+    const auto samples = static_cast<int64_t>(waveform.size());
+    LogMel mel = zero_rows(samples);
 
     // Pre-emphasis in float32, as NeMo runs it on the float waveform.
     std::vector<float> emphasized(waveform.size());

@@ -4,6 +4,7 @@
 // frame count padded with zero frames to a multiple of pad_to. No dither.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,16 @@ public:
     // The log-mel of 16 kHz mono samples; needs at least two valid frames.
     LogMel compute(const std::vector<float>& waveform, ThreadPool* pool) const;
 
+    // compute()'s result before its rows are filled in: the frame counts of `samples` samples, every
+    // value 0; fails as compute() does for too short an input.
+    LogMel zero_rows(int64_t samples) const;
+
+    // What compute() works with, for another device's form of it.
+    const std::vector<double>& frame_window() const { return frame_window_; }
+    const std::vector<float>& filterbank() const { return filterbank_; }
+    int64_t filter_begin(int64_t mel) const { return filter_begin_[static_cast<size_t>(mel)]; }
+    int64_t filter_end(int64_t mel) const { return filter_end_[static_cast<size_t>(mel)]; }
+
 private:
     MelSettings settings_;
     std::vector<double> frame_window_;  // the window zero-padded and centred in n_fft values
@@ -61,5 +72,11 @@ private:
 // NeMo's per_feature normalisation for the ASR branch: each mel bin minus its mean over the valid
 // frames, divided by (its standard deviation with N − 1) + 1e-5; rows >= valid stay 0.
 LogMel normalize_per_feature(const LogMel& mel);
+
+// Both forms of a recording's log-mel: the raw rows (the speaker branch's input) and the normalised
+// ones (the ASR branch's).
+struct LogMelForms {
+    LogMel raw, normalized;
+};
 
 }  // namespace duet::audio

@@ -65,8 +65,8 @@ struct Runtime {
 
 // What of Transcribe's audio path stays on the CPU under --device cuda (note_cpu_part).
 inline constexpr const char* kTranscribeCpuPart =
-    "the rest of Transcribe's audio path (front end, encoder inputs, speaker head, fusion; the encoders' layers "
-    "run on the GPU)";
+    "the rest of Transcribe's audio path (the small steps between its products; the front end, the encoders' "
+    "layers and every product run on the GPU)";
 
 // --threads (0 = every hardware thread).
 int threads_flag(const Args& args);

@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstring>
+
+#include "audio/fft.h"
 
 #include "backend/cuda/f32_products.h"
 #include "base/error.h"
 #include "kernels/cuda/codec_kernels.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/log_mel_kernels.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/speech_encoder_kernels.h"
 
@@ -65,7 +69,8 @@ const float* CudaEncoderLayers::vector(const std::vector<float>& v) {
     return keep(v.data(), bytes, DeviceBuffer::from_vector(v));
 }
 
-void CudaEncoderLayers::linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y, float* acc) {
+void CudaEncoderLayers::device_linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y,
+                                      float* acc) {
     const auto stream = blas_.stream();
     const int64_t rows = l.weight.rows;
     blas_.product(matrix(l.weight), rows, l.weight.cols, x, n, y);
@@ -154,16 +159,92 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
         r.sin = device_sin;
         speech::head_norm_rope_rows(r, stream);
         attention(c, qkv, n, keys, attended);
-        linear(l.out_proj, attended, n, branch, x);
+        device_linear(l.out_proj, attended, n, branch, x);
 
         layer_norm(l.norm2, x, n, width, c.norm_eps, normed);
-        linear(l.ffn_up, normed, n, hidden);
+        device_linear(l.ffn_up, normed, n, hidden);
         codec::gelu(hidden, n * c.ffn, stream);
-        linear(l.ffn_down, hidden, n, branch, x);
+        device_linear(l.ffn_down, hidden, n, branch, x);
     }
     layer_norm(w.final_norm, x, n, width, c.norm_eps, x);
     DUET_CUDA_CHECK(cudaMemcpyAsync(host_x.data(), x, host_x.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
     DUET_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaEncoderLayers::linear(const transcribe::LinearWeights& w, const float* host_x, int64_t n, float* host_out) {
+    require(n >= 0, "speech encoder on the GPU: a product over ", n, " rows");
+    if (n == 0) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto stream = blas_.stream();
+    const int64_t in = w.weight.cols, out = w.weight.rows;
+    require(w.bias.empty() || static_cast<int64_t>(w.bias.size()) == out, "speech encoder on the GPU: a bias of ",
+            w.bias.size(), " values for a product of ", out, " outputs");
+    float* x = grown(product_in_, n * in);
+    float* y = grown(product_out_, n * out);
+    DUET_CUDA_CHECK(cudaMemcpyAsync(x, host_x, static_cast<size_t>(n * in) * sizeof(float), cudaMemcpyHostToDevice,
+                                    stream));
+    device_linear(w, x, n, y);
+    DUET_CUDA_CHECK(cudaMemcpyAsync(host_out, y, static_cast<size_t>(n * out) * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream));
+    DUET_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+audio::LogMelForms CudaEncoderLayers::log_mel(const audio::LogMelFrontEnd& front_end,
+                                              const std::vector<float>& waveform) {
+    const audio::MelSettings& s = front_end.settings();
+    const auto samples = static_cast<int64_t>(waveform.size());
+    audio::LogMelForms forms;
+    forms.raw = front_end.zero_rows(samples);
+    const int64_t n_mels = s.n_mels, count = forms.raw.frames * n_mels;
+    // The transform's constants as the CPU's front end holds them (a few kilobytes, sent each call).
+    const audio::Fft fft(s.n_fft);
+    std::vector<double> twiddles;
+    for (const std::complex<double>& w : fft.twiddles()) {
+        twiddles.push_back(w.real());
+        twiddles.push_back(w.imag());
+    }
+    std::vector<int32_t> ranges;
+    for (int64_t m = 0; m < n_mels; ++m) {
+        ranges.push_back(static_cast<int32_t>(front_end.filter_begin(m)));
+        ranges.push_back(static_cast<int32_t>(front_end.filter_end(m)));
+    }
+    const DeviceBuffer window = DeviceBuffer::from_vector(front_end.frame_window());
+    const DeviceBuffer twiddle_buffer = DeviceBuffer::from_vector(twiddles);
+    const DeviceBuffer filterbank = DeviceBuffer::from_vector(front_end.filterbank());
+    const DeviceBuffer range_buffer = DeviceBuffer::from_vector(ranges);
+
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto stream = blas_.stream();
+    float* device_samples = grown(samples_, samples);
+    float* raw = grown(mel_raw_, count);
+    float* normalized = grown(mel_normalized_, count);
+    DUET_CUDA_CHECK(cudaMemcpyAsync(device_samples, waveform.data(), waveform.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream));
+    DUET_CUDA_CHECK(cudaMemsetAsync(raw, 0, static_cast<size_t>(count) * sizeof(float), stream));
+    DUET_CUDA_CHECK(cudaMemsetAsync(normalized, 0, static_cast<size_t>(count) * sizeof(float), stream));
+    mel::LogMelFramesArgs a;
+    a.waveform = device_samples;
+    a.samples = samples;
+    a.preemph = s.preemph;
+    a.n_fft = s.n_fft;
+    a.hop = s.hop;
+    a.n_mels = n_mels;
+    a.frame_window = window.as<double>();
+    a.twiddles = twiddle_buffer.as<double>();
+    a.filterbank = filterbank.as<float>();
+    a.filter_range = range_buffer.as<int32_t>();
+    a.log_guard = s.log_guard;
+    a.valid = forms.raw.valid;
+    a.out = raw;
+    mel::log_mel_frames(a, stream);
+    mel::normalize_per_feature(raw, forms.raw.valid, n_mels, normalized, stream);
+    forms.normalized = forms.raw;
+    DUET_CUDA_CHECK(cudaMemcpyAsync(forms.raw.values.data(), raw, static_cast<size_t>(count) * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+    DUET_CUDA_CHECK(cudaMemcpyAsync(forms.normalized.values.data(), normalized,
+                                    static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    DUET_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the constants' buffers are freed
+    return forms;
 }
 
 std::shared_ptr<transcribe::EncoderLayers> make_cuda_encoder_layers() { return std::make_shared<CudaEncoderLayers>(); }

@@ -71,8 +71,14 @@ PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, Th
     const PerceptionConfig& c = config_;
     PerceptionOutput out;
     Clock::time_point start = Clock::now();
-    out.mel_raw = front_end_.compute(waveform_16k, pool);
-    out.mel_normalized = audio::normalize_per_feature(out.mel_raw);
+    if (encoder_layers_ != nullptr) {
+        audio::LogMelForms mel = encoder_layers_->log_mel(front_end_, waveform_16k);
+        out.mel_raw = std::move(mel.raw);
+        out.mel_normalized = std::move(mel.normalized);
+    } else {
+        out.mel_raw = front_end_.compute(waveform_16k, pool);
+        out.mel_normalized = audio::normalize_per_feature(out.mel_raw);
+    }
     out.encoder_frames = (out.mel_raw.frames + c.asr.stacking - 1) / c.asr.stacking;
     out.audio_tokens = audio_tokens(static_cast<int64_t>(waveform_16k.size()));
     out.output_dim = c.output_dim;
@@ -91,7 +97,7 @@ PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, Th
     out.fused = fuse_speakers(weights_.fusion, c.fusion, out.asr_hidden.data(), out.spk_active.data(),
                               out.encoder_frames, c.asr.width, c.sortformer.speakers, c.asr.norm_eps);
     out.projected.resize(static_cast<size_t>(out.encoder_frames * c.output_dim));
-    linear(weights_.proj, out.fused.data(), out.encoder_frames, out.projected.data(), pool);
+    linear(weights_.proj, out.fused.data(), out.encoder_frames, out.projected.data(), pool, encoder_layers_.get());
     out.seconds.fusion = lap(start);
     return out;
 }

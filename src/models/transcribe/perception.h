@@ -82,8 +82,10 @@ public:
     // (config().windows.window audio tokens, 40 s) is encoded window by window.
     PerceptionOutput perceive(const std::vector<float>& waveform_16k, ThreadPool* pool = nullptr) const;
 
-    // Runs both encoders' layers there from now on (null: on the CPU's threads again); the front end,
-    // the stacking products, the Sortformer head and the fusion stay on the CPU.
+    // Runs the log-mel front end, both encoders' layers and every product around them (feature
+    // stacking, the Sortformer head's, the projector) there from now on (null: on the CPU's threads
+    // again); the small steps between the products (im2col, activations, the fusion's norms) stay
+    // on the CPU.
     void run_encoder_layers_on(std::shared_ptr<EncoderLayers> layers) { encoder_layers_ = std::move(layers); }
 
 private:

@@ -24,7 +24,11 @@ LinearWeights bind_linear(WeightBinder& binder, const std::string& name, int64_t
     return w;
 }
 
-void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool) {
+void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool, EncoderLayers* layers) {
+    if (layers != nullptr) {
+        layers->linear(w, x, n, out);
+        return;
+    }
     cpu::matmul(w.weight, x, n, out, pool);
     if (w.bias.empty()) return;
     const int64_t rows = w.weight.rows;
@@ -101,13 +105,13 @@ void gelu_in_place(std::vector<float>& x, ThreadPool* pool) {
 }  // namespace
 
 std::vector<float> stack_and_project(const EncoderConfig& c, const EncoderWeights& w, const float* mel,
-                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool) {
+                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers) {
     const int64_t n = (mel_frames + c.stacking - 1) / c.stacking;
     // Encoder frame j is mel frames 8j … 8j+7 side by side; frames past the valid ones are zeros.
     std::vector<float> stacked(static_cast<size_t>(n * c.stacking * c.feat_in), 0.0f);
     std::copy(mel, mel + std::min(valid_mel, mel_frames) * c.feat_in, stacked.begin());
     std::vector<float> x(static_cast<size_t>(n * c.width));
-    cpu::matmul(w.pre_encode, stacked.data(), n, x.data(), pool);
+    linear(LinearWeights{w.pre_encode, {}}, stacked.data(), n, x.data(), pool, layers);
     return x;
 }
 
@@ -156,7 +160,7 @@ void encode_projected(const EncoderConfig& c, const EncoderWeights& w, std::vect
 
 std::vector<float> encode(const EncoderConfig& c, const EncoderWeights& w, const float* mel, int64_t mel_frames,
                           int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers) {
-    std::vector<float> x = stack_and_project(c, w, mel, mel_frames, valid_mel, pool);
+    std::vector<float> x = stack_and_project(c, w, mel, mel_frames, valid_mel, pool, layers);
     const int64_t n = (mel_frames + c.stacking - 1) / c.stacking;
     encode_projected(c, w, x, n, (valid_mel + c.stacking - 1) / c.stacking, pool, layers);
     return x;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/log_mel.h"
 #include "models/transcribe/config.h"
 #include "models/weight_binder.h"
 
@@ -41,14 +42,20 @@ struct EncoderWeights {
     std::vector<EncoderLayerWeights> layers;
 };
 
-// Where embed_norm, the layers and final_norm of an encoder run (encode_projected's work): the
-// CPU's threads unless a form for another device is given (backend/cuda/cuda_speech_encoder.h).
+// Where embed_norm, the layers and final_norm of an encoder run (encode_projected's work), the
+// products around them (feature stacking, the Sortformer head's, the projector) and the log-mel
+// front end: the CPU's threads unless a form for another device is given
+// (backend/cuda/cuda_speech_encoder.h).
 class EncoderLayers {
 public:
     virtual ~EncoderLayers() = default;
     // encode_projected's contract: x [n, width] in place, every frame attending to the first `keys`.
     virtual void run(const EncoderConfig& config, const EncoderWeights& weights, std::vector<float>& x, int64_t n,
                      int64_t keys) = 0;
+    // linear()'s contract on host arrays: out [n, w.weight.rows] = x [n, w.weight.cols] · Wᵀ + bias.
+    virtual void linear(const LinearWeights& w, const float* x, int64_t n, float* out) = 0;
+    // front_end.compute() and audio::normalize_per_feature() of 16 kHz mono samples.
+    virtual audio::LogMelForms log_mel(const audio::LogMelFrontEnd& front_end, const std::vector<float>& waveform) = 0;
 };
 
 // The rotary tables of positions 0 … n−1, [n, rotary_dim / 2] each, as both forms of the layers use them.
@@ -71,14 +78,17 @@ std::vector<float> encode(const EncoderConfig& config, const EncoderWeights& wei
 // The two halves of encode(), for the streaming speaker branch, which caches projected frames.
 // Feature stacking and pre_encode.proj: [ceil(mel_frames / stacking), width].
 std::vector<float> stack_and_project(const EncoderConfig& config, const EncoderWeights& weights, const float* mel,
-                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool);
+                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool,
+                                     EncoderLayers* layers = nullptr);
 // embed_norm, the layers and final_norm over n projected frames, in place; every frame attends to
 // the first `keys` frames.
 void encode_projected(const EncoderConfig& config, const EncoderWeights& weights, std::vector<float>& x, int64_t n,
                       int64_t keys, ThreadPool* pool, EncoderLayers* layers = nullptr);
 
-// Shared by the encoders, the Sortformer head and the fusion.
-void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool);
+// Shared by the encoders, the Sortformer head and the fusion: out [n, rows] = x [n, cols] · Wᵀ + bias,
+// on `layers`' device when given, else on the CPU's threads.
+void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool,
+            EncoderLayers* layers = nullptr);
 LayerNormWeights bind_layer_norm(WeightBinder& binder, const std::string& name, int64_t width);
 LinearWeights bind_linear(WeightBinder& binder, const std::string& name, int64_t out, int64_t in, bool bias);
 
