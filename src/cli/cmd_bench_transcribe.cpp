@@ -49,7 +49,7 @@ int bench_transcribe(const Args& args) {
         source = args.text("--model");
         loaded.emplace(transcribe::Perception::load(source));
     }
-    loaded->run_encoder_layers_on(rt.speech_encoder_layers());
+    loaded->run_on_device(rt.perception_device());
     const transcribe::Perception& perception = *loaded;
     const double load_s = seconds_since(load_start);
 

@@ -17,7 +17,7 @@ int run_perceive(const Argv& argv) {
     const std::vector<float> wave =
         audio::read_speech_input(args.text("--audio"), static_cast<int>(c.mel.sample_rate));
     Runtime rt(args);
-    perception.run_encoder_layers_on(rt.speech_encoder_layers());
+    perception.run_on_device(rt.perception_device());
     rt.note_cpu_part(kTranscribeCpuPart);
     const transcribe::PerceptionOutput out = perception.perceive(wave, &rt.pool);
 

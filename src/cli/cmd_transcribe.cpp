@@ -45,7 +45,7 @@ int run_transcribe(const Argv& argv) {
     options.max_new_tokens = args.integer_or("--max-tokens", options.max_new_tokens, 1, 1 << 24);
     options.context = args.has("--ctx") ? context_flag(args) : 0;
     Runtime rt(args);
-    transcriber.run_encoder_layers_on(rt.speech_encoder_layers());
+    transcriber.run_on_device(rt.perception_device());
     rt.note_cpu_part(kTranscribeCpuPart);
     const double rate = static_cast<double>(transcriber.perception().config().mel.sample_rate);
 

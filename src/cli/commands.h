@@ -13,7 +13,7 @@
 #include "models/fish_codec/wav_stream.h"
 
 namespace duet::transcribe {
-class EncoderLayers;
+class PerceptionDevice;
 }
 
 namespace duet::cli {
@@ -46,9 +46,9 @@ struct Runtime {
     // Where the Fish codec decodes: --codec-device cpu or cuda, by default where --device runs the model.
     std::string codec_device;
 
-    // Where Transcribe's speech encoders run their layers: the GPU's form with --device cuda, else
-    // null (the CPU's threads).
-    std::shared_ptr<transcribe::EncoderLayers> speech_encoder_layers() const;
+    // Where Transcribe's audio path runs its front end, products and encoders' layers: the GPU's form
+    // with --device cuda, else null (the CPU's threads).
+    std::shared_ptr<transcribe::PerceptionDevice> perception_device() const;
 
     // `codec`'s codes of mono samples at its rate ([codebooks, frames]), encoded on codec_device.
     std::vector<int32_t> codec_encode(const fish_codec::FishCodec& codec, std::span<const float> samples);

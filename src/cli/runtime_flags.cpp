@@ -65,9 +65,9 @@ void Runtime::note_codec_device() const {
                  pool.size());
 }
 
-std::shared_ptr<transcribe::EncoderLayers> Runtime::speech_encoder_layers() const {
+std::shared_ptr<transcribe::PerceptionDevice> Runtime::perception_device() const {
 #ifdef DUET_HAVE_CUDA
-    if (backend->name() == "cuda") return cuda::make_cuda_encoder_layers();
+    if (backend->name() == "cuda") return cuda::make_cuda_perception_device();
 #endif
     return nullptr;
 }

@@ -1,4 +1,4 @@
-// Transcribe's speech encoders with their layers on the GPU (CudaEncoderLayers): the whole audio path
+// Transcribe's speech encoders with their layers on the GPU (CudaPerceptionDevice): the whole audio path
 // against the transcribe_audio_tiny fixture at the CPU's tolerance, and against the CPU's own path on
 // random weights over three windows of audio (so the speaker branch's cached frames make queries
 // attend to fewer keys than there are frames), the layers alone for every count of keys, the
@@ -30,7 +30,7 @@ TEST_F(CudaSpeechEncoderTest, PerceptionMatchesTheFixture) {
     const std::string dir = fixture_dir("transcribe_audio_tiny");
     const SafetensorsFile expected = SafetensorsFile::open(dir + "/expected.safetensors");
     Perception perception = Perception::load(dir);
-    perception.run_encoder_layers_on(cuda::make_cuda_encoder_layers());
+    perception.run_on_device(cuda::make_cuda_perception_device());
     ThreadPool pool(2);
     const PerceptionOutput out = perception.perceive(read_f32(*expected.find("waveform")), &pool);
     constexpr double kTolerance = 1e-3;  // relative to each tensor's max, as fixture.json gives it
@@ -49,7 +49,7 @@ TEST_F(CudaSpeechEncoderTest, LongAudioMatchesTheCpu) {
     for (size_t i = 0; i < wave.size(); ++i) wave[i] *= 0.6f + 0.4f * std::sin(static_cast<float>(i) * 1e-4f);
     ThreadPool pool(2);
     const PerceptionOutput want = perception.perceive(wave, &pool);
-    perception.run_encoder_layers_on(cuda::make_cuda_encoder_layers());
+    perception.run_on_device(cuda::make_cuda_perception_device());
     const PerceptionOutput got = perception.perceive(wave, &pool);
     ASSERT_EQ(got.windows, 3);
     EXPECT_LE(relative_error(got.asr_hidden, want.asr_hidden), 1e-4);
@@ -62,7 +62,7 @@ TEST_F(CudaSpeechEncoderTest, LayersMatchTheCpuForEveryKeyCount) {
     const PerceptionConfig config = perception_preset("tiny");
     const Perception perception =
         Perception::from_tensors(config, make_random_perception_weights(config, 9, nullptr));
-    cuda::CudaEncoderLayers gpu;
+    cuda::CudaPerceptionDevice gpu;
     std::mt19937 rng(3);
     for (const bool asr : {true, false}) {
         const EncoderConfig& c = asr ? config.asr : config.speaker;
@@ -94,7 +94,7 @@ TEST_F(CudaSpeechEncoderTest, ProductsMatchTheCpu) {
         {"sortformer encoder_proj", pw.head.encoder_proj},
         {"f32 with a bias", LinearWeights{MatrixView{DType::F32, 24, 40, f32_matrix.data()},
                                           random_values(rng, 24, -1.0f, 1.0f)}}};
-    cuda::CudaEncoderLayers gpu;
+    cuda::CudaPerceptionDevice gpu;
     for (const auto& [name, w] : products) {
         for (const int64_t n : {int64_t{1}, int64_t{37}}) {
             SCOPED_TRACE(::testing::Message() << name << ", " << n << " rows");
@@ -118,7 +118,7 @@ TEST_F(CudaSpeechEncoderTest, LogMelMatchesTheCpu) {
     small.n_mels = 40;
     small.pad_to = 8;
     std::mt19937 rng(11);
-    cuda::CudaEncoderLayers gpu;
+    cuda::CudaPerceptionDevice gpu;
     for (const audio::MelSettings& settings : {audio::MelSettings{}, small}) {
         const audio::LogMelFrontEnd front_end(settings, {}, {});
         for (const int64_t samples : {2 * settings.hop, int64_t{16000 * 3 + 77}, int64_t{16000 * 60}}) {

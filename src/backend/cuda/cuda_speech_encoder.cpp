@@ -30,7 +30,7 @@ std::array<uint8_t, 32> head_of(const void* host, size_t bytes) {
 
 }  // namespace
 
-const float* CudaEncoderLayers::existing(const void* host, size_t bytes) {
+const float* CudaPerceptionDevice::existing(const void* host, size_t bytes) {
     const auto it = weights_.find(host);
     if (it == weights_.end()) return nullptr;
     if (it->second.bytes == bytes && it->second.head == head_of(host, bytes)) return it->second.buffer.as<float>();
@@ -38,13 +38,13 @@ const float* CudaEncoderLayers::existing(const void* host, size_t bytes) {
     return nullptr;
 }
 
-const float* CudaEncoderLayers::keep(const void* host, size_t bytes, DeviceBuffer buffer) {
+const float* CudaPerceptionDevice::keep(const void* host, size_t bytes, DeviceBuffer buffer) {
     DeviceCopy& copy = weights_[host];
     copy = DeviceCopy{std::move(buffer), bytes, head_of(host, bytes)};
     return copy.buffer.as<float>();
 }
 
-const float* CudaEncoderLayers::matrix(const MatrixView& w) {
+const float* CudaPerceptionDevice::matrix(const MatrixView& w) {
     require(w.dtype == DType::F32 || w.dtype == DType::BF16, "speech encoder on the GPU: weights of type ",
             dtype_name(w.dtype), " (expected f32 or bf16)");
     const int64_t count = w.rows * w.cols;
@@ -62,14 +62,14 @@ const float* CudaEncoderLayers::matrix(const MatrixView& w) {
     return keep(w.data, bytes, std::move(widened));
 }
 
-const float* CudaEncoderLayers::vector(const std::vector<float>& v) {
+const float* CudaPerceptionDevice::vector(const std::vector<float>& v) {
     if (v.empty()) return nullptr;
     const size_t bytes = v.size() * sizeof(float);
     if (const float* found = existing(v.data(), bytes)) return found;
     return keep(v.data(), bytes, DeviceBuffer::from_vector(v));
 }
 
-void CudaEncoderLayers::device_linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y,
+void CudaPerceptionDevice::device_linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y,
                                       float* acc) {
     const auto stream = blas_.stream();
     const int64_t rows = l.weight.rows;
@@ -78,7 +78,7 @@ void CudaEncoderLayers::device_linear(const transcribe::LinearWeights& l, const 
     if (acc != nullptr) codec::add_scaled_rows(acc, nullptr, y, n, rows, stream);
 }
 
-void CudaEncoderLayers::layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width,
+void CudaPerceptionDevice::layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width,
                                    float eps, float* out) {
     const auto stream = blas_.stream();
     if (out != x) {
@@ -88,7 +88,7 @@ void CudaEncoderLayers::layer_norm(const transcribe::LayerNormWeights& norm, con
     codec::layer_norm_rows(out, vector(norm.weight), vector(norm.bias), n, width, eps, stream);
 }
 
-void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const float* qkv, int64_t n, int64_t keys,
+void CudaPerceptionDevice::attention(const transcribe::EncoderConfig& c, const float* qkv, int64_t n, int64_t keys,
                                   float* out) {
     const auto cublas = blas_.handle();
     const int64_t width = c.width, hd = c.head_dim(), heads = c.heads;
@@ -114,7 +114,7 @@ void CudaEncoderLayers::attention(const transcribe::EncoderConfig& c, const floa
                  "cublasSgemmStridedBatched (values)");
 }
 
-void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe::EncoderWeights& w,
+void CudaPerceptionDevice::run(const transcribe::EncoderConfig& c, const transcribe::EncoderWeights& w,
                             std::vector<float>& host_x, int64_t n, int64_t keys) {
     require(n >= 0 && keys >= 0 && keys <= n && host_x.size() == static_cast<size_t>(n * c.width),
             "speech encoder on the GPU: ", n, " frames of width ", c.width, " attending to ", keys,
@@ -171,7 +171,7 @@ void CudaEncoderLayers::run(const transcribe::EncoderConfig& c, const transcribe
     DUET_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void CudaEncoderLayers::linear(const transcribe::LinearWeights& w, const float* host_x, int64_t n, float* host_out) {
+void CudaPerceptionDevice::linear(const transcribe::LinearWeights& w, const float* host_x, int64_t n, float* host_out) {
     require(n >= 0, "speech encoder on the GPU: a product over ", n, " rows");
     if (n == 0) return;
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -189,7 +189,7 @@ void CudaEncoderLayers::linear(const transcribe::LinearWeights& w, const float* 
     DUET_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-audio::LogMelForms CudaEncoderLayers::log_mel(const audio::LogMelFrontEnd& front_end,
+audio::LogMelForms CudaPerceptionDevice::log_mel(const audio::LogMelFrontEnd& front_end,
                                               const std::vector<float>& waveform) {
     const audio::MelSettings& s = front_end.settings();
     const auto samples = static_cast<int64_t>(waveform.size());
@@ -247,6 +247,6 @@ audio::LogMelForms CudaEncoderLayers::log_mel(const audio::LogMelFrontEnd& front
     return forms;
 }
 
-std::shared_ptr<transcribe::EncoderLayers> make_cuda_encoder_layers() { return std::make_shared<CudaEncoderLayers>(); }
+std::shared_ptr<transcribe::PerceptionDevice> make_cuda_perception_device() { return std::make_shared<CudaPerceptionDevice>(); }
 
 }  // namespace duet::cuda

@@ -20,7 +20,7 @@
 
 namespace duet::cuda {
 
-class CudaEncoderLayers final : public transcribe::EncoderLayers {
+class CudaPerceptionDevice final : public transcribe::PerceptionDevice {
 public:
     void run(const transcribe::EncoderConfig& config, const transcribe::EncoderWeights& weights, std::vector<float>& x,
              int64_t n, int64_t keys) override;
@@ -55,6 +55,6 @@ private:
     DeviceBuffer samples_, mel_raw_, mel_normalized_;
 };
 
-std::shared_ptr<transcribe::EncoderLayers> make_cuda_encoder_layers();
+std::shared_ptr<transcribe::PerceptionDevice> make_cuda_perception_device();
 
 }  // namespace duet::cuda

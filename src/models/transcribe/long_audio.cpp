@@ -46,12 +46,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::vector<float> encode_asr_branch(const PerceptionConfig& c, const EncoderWeights& weights,
                                      const audio::LogMel& normalized, const EncodingPlan& plan, ThreadPool* pool,
-                                     EncoderLayers* layers) {
+                                     PerceptionDevice* device) {
     const int64_t width = c.asr.width;
     std::vector<float> states(static_cast<size_t>(plan.frames * width));
     for (const EncoderWindow& w : plan.windows) {
         const MelSlice slice = mel_slice(normalized, w, c.asr.stacking);
-        const std::vector<float> encoded = encode(c.asr, weights, slice.rows, slice.frames, slice.valid, pool, layers);
+        const std::vector<float> encoded = encode(c.asr, weights, slice.rows, slice.frames, slice.valid, pool, device);
         std::copy(encoded.begin() + (w.begin - w.context_begin) * width,
                   encoded.begin() + (w.end - w.context_begin) * width, states.begin() + w.begin * width);
     }
@@ -60,7 +60,7 @@ std::vector<float> encode_asr_branch(const PerceptionConfig& c, const EncoderWei
 
 std::vector<float> speaker_branch_probs_10ms(const PerceptionConfig& c, const EncoderWeights& encoder,
                                              const SortformerHeadWeights& head, const audio::LogMel& raw,
-                                             const EncodingPlan& plan, ThreadPool* pool, EncoderLayers* layers) {
+                                             const EncodingPlan& plan, ThreadPool* pool, PerceptionDevice* device) {
     const EncoderConfig& e = c.speaker;
     const int64_t width = e.width, speakers = c.sortformer.speakers, r = c.sortformer.upsample;
     const int64_t audio_tokens = ceil_div(raw.valid, e.stacking);
@@ -68,7 +68,7 @@ std::vector<float> speaker_branch_probs_10ms(const PerceptionConfig& c, const En
     SpeakerCache cache(transcribe_speaker_cache_settings(speakers), width, speakers, head.silence_embedding);
     for (const EncoderWindow& w : plan.windows) {
         const MelSlice slice = mel_slice(raw, w, e.stacking);
-        const std::vector<float> projected = stack_and_project(e, encoder, slice.rows, slice.frames, slice.valid, pool, layers);
+        const std::vector<float> projected = stack_and_project(e, encoder, slice.rows, slice.frames, slice.valid, pool, device);
         const int64_t window_frames = w.context_end - w.context_begin;
         // The window's input: the cache and FIFO frames, then its own frames.
         const int64_t carried = cache.frames();
@@ -76,8 +76,8 @@ std::vector<float> speaker_branch_probs_10ms(const PerceptionConfig& c, const En
         packed.insert(packed.end(), projected.begin(), projected.end());
         const int64_t n = carried + window_frames;
         const int64_t keys = carried + ceil_div(slice.valid, e.stacking);
-        encode_projected(e, encoder, packed, n, keys, pool, layers);
-        const std::vector<float> probs = sortformer_probs_10ms(c.sortformer, head, packed.data(), n, keys, pool, layers);
+        encode_projected(e, encoder, packed, n, keys, pool, device);
+        const std::vector<float> probs = sortformer_probs_10ms(c.sortformer, head, packed.data(), n, keys, pool, device);
 
         const int64_t own = carried + (w.begin - w.context_begin);  // first produced frame in `packed`
         std::copy(probs.begin() + own * r * speakers, probs.begin() + (own + w.end - w.begin) * r * speakers,

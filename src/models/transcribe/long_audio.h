@@ -36,13 +36,13 @@ EncodingPlan plan_windows(const WindowConfig& config, int64_t audio_tokens, int6
 // ASR encoder states [plan.frames, asr width] from the normalised mel.
 std::vector<float> encode_asr_branch(const PerceptionConfig& config, const EncoderWeights& weights,
                                      const audio::LogMel& normalized, const EncodingPlan& plan, ThreadPool* pool,
-                                     EncoderLayers* layers = nullptr);
+                                     PerceptionDevice* device = nullptr);
 
 // Sortformer 10 ms probabilities [plan.frames · upsample, speakers] from the raw mel; rows past the
 // audio tokens are 0.
 std::vector<float> speaker_branch_probs_10ms(const PerceptionConfig& config, const EncoderWeights& encoder,
                                              const SortformerHeadWeights& head, const audio::LogMel& raw,
                                              const EncodingPlan& plan, ThreadPool* pool,
-                                             EncoderLayers* layers = nullptr);
+                                             PerceptionDevice* device = nullptr);
 
 }  // namespace duet::transcribe

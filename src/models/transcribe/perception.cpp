@@ -71,8 +71,8 @@ PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, Th
     const PerceptionConfig& c = config_;
     PerceptionOutput out;
     Clock::time_point start = Clock::now();
-    if (encoder_layers_ != nullptr) {
-        audio::LogMelForms mel = encoder_layers_->log_mel(front_end_, waveform_16k);
+    if (device_ != nullptr) {
+        audio::LogMelForms mel = device_->log_mel(front_end_, waveform_16k);
         out.mel_raw = std::move(mel.raw);
         out.mel_normalized = std::move(mel.normalized);
     } else {
@@ -86,10 +86,10 @@ PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, Th
 
     const EncodingPlan plan = plan_windows(c.windows, out.audio_tokens, out.encoder_frames);
     out.windows = static_cast<int64_t>(plan.windows.size());
-    out.asr_hidden = encode_asr_branch(c, weights_.asr, out.mel_normalized, plan, pool, encoder_layers_.get());
+    out.asr_hidden = encode_asr_branch(c, weights_.asr, out.mel_normalized, plan, pool, device_.get());
     out.seconds.asr_encoder = lap(start);
     out.spk_probs_10ms = speaker_branch_probs_10ms(c, weights_.speaker, weights_.head, out.mel_raw, plan, pool,
-                                                  encoder_layers_.get());
+                                                  device_.get());
     out.spk_probs = average_per_frame(c.sortformer, out.spk_probs_10ms, out.encoder_frames);
     out.spk_active = speaker_activity(c.sortformer, out.spk_probs);
     out.seconds.speaker_branch = lap(start);
@@ -97,7 +97,7 @@ PerceptionOutput Perception::perceive(const std::vector<float>& waveform_16k, Th
     out.fused = fuse_speakers(weights_.fusion, c.fusion, out.asr_hidden.data(), out.spk_active.data(),
                               out.encoder_frames, c.asr.width, c.sortformer.speakers, c.asr.norm_eps);
     out.projected.resize(static_cast<size_t>(out.encoder_frames * c.output_dim));
-    linear(weights_.proj, out.fused.data(), out.encoder_frames, out.projected.data(), pool, encoder_layers_.get());
+    linear(weights_.proj, out.fused.data(), out.encoder_frames, out.projected.data(), pool, device_.get());
     out.seconds.fusion = lap(start);
     return out;
 }

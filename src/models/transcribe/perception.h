@@ -86,7 +86,7 @@ public:
     // stacking, the Sortformer head's, the projector) there from now on (null: on the CPU's threads
     // again); the small steps between the products (im2col, activations, the fusion's norms) stay
     // on the CPU.
-    void run_encoder_layers_on(std::shared_ptr<EncoderLayers> layers) { encoder_layers_ = std::move(layers); }
+    void run_on_device(std::shared_ptr<PerceptionDevice> device) { device_ = std::move(device); }
 
 private:
     Perception(PerceptionConfig config, PerceptionWeights weights, size_t tensor_bytes);
@@ -97,7 +97,7 @@ private:
     PerceptionWeights weights_;
     audio::LogMelFrontEnd front_end_;
     size_t tensor_bytes_ = 0;
-    std::shared_ptr<EncoderLayers> encoder_layers_;
+    std::shared_ptr<PerceptionDevice> device_;
 };
 
 // The checkpoint names of the perception's parts.

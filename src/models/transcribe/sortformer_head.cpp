@@ -43,10 +43,10 @@ SortformerHeadWeights bind_sortformer_head(const SortformerConfig& c, int64_t en
 
 std::vector<float> sortformer_probs_10ms(const SortformerConfig& c, const SortformerHeadWeights& w,
                                          const float* encoded, int64_t frames, int64_t valid_frames,
-                                         ThreadPool* pool, EncoderLayers* layers) {
+                                         ThreadPool* pool, PerceptionDevice* device) {
     const int64_t h = c.hidden, r = c.upsample, out_channels = r * h;
     std::vector<float> projected(static_cast<size_t>(frames * h));
-    linear(w.encoder_proj, encoded, frames, projected.data(), pool, layers);
+    linear(w.encoder_proj, encoded, frames, projected.data(), pool, device);
 
     // im2col: row t holds frames t−1, t, t+1 (zeros beyond either end).
     std::vector<float> windows(static_cast<size_t>(frames * kUpsampleKernel * h), 0.0f);
@@ -59,7 +59,7 @@ std::vector<float> sortformer_probs_10ms(const SortformerConfig& c, const Sortfo
     }
     std::vector<float> conv(static_cast<size_t>(frames * out_channels));
     const MatrixView taps{DType::F32, out_channels, kUpsampleKernel * h, w.upsample_taps.data()};
-    linear(LinearWeights{taps, {}}, windows.data(), frames, conv.data(), pool, layers);
+    linear(LinearWeights{taps, {}}, windows.data(), frames, conv.data(), pool, device);
 
     std::vector<float> rows(static_cast<size_t>(frames * r * h));
     for (int64_t t = 0; t < frames; ++t) {
@@ -72,10 +72,10 @@ std::vector<float> sortformer_probs_10ms(const SortformerConfig& c, const Sortfo
         }
     }
     std::vector<float> hidden(rows.size());
-    linear(w.hidden_to_hidden, rows.data(), frames * r, hidden.data(), pool, layers);
+    linear(w.hidden_to_hidden, rows.data(), frames * r, hidden.data(), pool, device);
     for (float& v : hidden) v = std::max(v, 0.0f);
     std::vector<float> probs(static_cast<size_t>(frames * r * c.speakers));
-    linear(w.hidden_to_speakers, hidden.data(), frames * r, probs.data(), pool, layers);
+    linear(w.hidden_to_speakers, hidden.data(), frames * r, probs.data(), pool, device);
     for (float& v : probs) v = cpu::sigmoid(v);
     std::fill(probs.begin() + std::min(valid_frames, frames) * r * c.speakers, probs.end(), 0.0f);
     return probs;

@@ -31,7 +31,7 @@ SortformerHeadWeights bind_sortformer_head(const SortformerConfig& config, int64
 // NeMo's offline inference runs it); rows of frames >= valid_frames are then set to 0.
 std::vector<float> sortformer_probs_10ms(const SortformerConfig& config, const SortformerHeadWeights& weights,
                                          const float* encoded, int64_t frames, int64_t valid_frames, ThreadPool* pool,
-                                         EncoderLayers* layers = nullptr);
+                                         PerceptionDevice* device = nullptr);
 
 // The mean of each frame's `upsample` 10 ms rows: [frames, speakers].
 std::vector<float> average_per_frame(const SortformerConfig& config, const std::vector<float>& probs_10ms,

@@ -24,9 +24,9 @@ LinearWeights bind_linear(WeightBinder& binder, const std::string& name, int64_t
     return w;
 }
 
-void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool, EncoderLayers* layers) {
-    if (layers != nullptr) {
-        layers->linear(w, x, n, out);
+void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool, PerceptionDevice* device) {
+    if (device != nullptr) {
+        device->linear(w, x, n, out);
         return;
     }
     cpu::matmul(w.weight, x, n, out, pool);
@@ -105,20 +105,20 @@ void gelu_in_place(std::vector<float>& x, ThreadPool* pool) {
 }  // namespace
 
 std::vector<float> stack_and_project(const EncoderConfig& c, const EncoderWeights& w, const float* mel,
-                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers) {
+                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, PerceptionDevice* device) {
     const int64_t n = (mel_frames + c.stacking - 1) / c.stacking;
     // Encoder frame j is mel frames 8j … 8j+7 side by side; frames past the valid ones are zeros.
     std::vector<float> stacked(static_cast<size_t>(n * c.stacking * c.feat_in), 0.0f);
     std::copy(mel, mel + std::min(valid_mel, mel_frames) * c.feat_in, stacked.begin());
     std::vector<float> x(static_cast<size_t>(n * c.width));
-    linear(LinearWeights{w.pre_encode, {}}, stacked.data(), n, x.data(), pool, layers);
+    linear(LinearWeights{w.pre_encode, {}}, stacked.data(), n, x.data(), pool, device);
     return x;
 }
 
 void encode_projected(const EncoderConfig& c, const EncoderWeights& w, std::vector<float>& x, int64_t n, int64_t keys,
-                      ThreadPool* pool, EncoderLayers* layers) {
-    if (layers != nullptr) {
-        layers->run(c, w, x, n, keys);
+                      ThreadPool* pool, PerceptionDevice* device) {
+    if (device != nullptr) {
+        device->run(c, w, x, n, keys);
         return;
     }
     const int64_t width = c.width;
@@ -159,10 +159,10 @@ void encode_projected(const EncoderConfig& c, const EncoderWeights& w, std::vect
 }
 
 std::vector<float> encode(const EncoderConfig& c, const EncoderWeights& w, const float* mel, int64_t mel_frames,
-                          int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers) {
-    std::vector<float> x = stack_and_project(c, w, mel, mel_frames, valid_mel, pool, layers);
+                          int64_t valid_mel, ThreadPool* pool, PerceptionDevice* device) {
+    std::vector<float> x = stack_and_project(c, w, mel, mel_frames, valid_mel, pool, device);
     const int64_t n = (mel_frames + c.stacking - 1) / c.stacking;
-    encode_projected(c, w, x, n, (valid_mel + c.stacking - 1) / c.stacking, pool, layers);
+    encode_projected(c, w, x, n, (valid_mel + c.stacking - 1) / c.stacking, pool, device);
     return x;
 }
 

@@ -42,13 +42,13 @@ struct EncoderWeights {
     std::vector<EncoderLayerWeights> layers;
 };
 
-// Where embed_norm, the layers and final_norm of an encoder run (encode_projected's work), the
-// products around them (feature stacking, the Sortformer head's, the projector) and the log-mel
-// front end: the CPU's threads unless a form for another device is given
+// Where the audio path's heavy parts run: embed_norm, the layers and final_norm of an encoder
+// (encode_projected's work), the products around them (feature stacking, the Sortformer head's, the
+// projector) and the log-mel front end; the CPU's threads unless a form for another device is given
 // (backend/cuda/cuda_speech_encoder.h).
-class EncoderLayers {
+class PerceptionDevice {
 public:
-    virtual ~EncoderLayers() = default;
+    virtual ~PerceptionDevice() = default;
     // encode_projected's contract: x [n, width] in place, every frame attending to the first `keys`.
     virtual void run(const EncoderConfig& config, const EncoderWeights& weights, std::vector<float>& x, int64_t n,
                      int64_t keys) = 0;
@@ -71,24 +71,24 @@ EncoderWeights bind_encoder(const EncoderConfig& config, WeightBinder& binder, c
 // Encodes mel rows [mel_frames, feat_in] of which the first `valid_mel` hold audio (the rest are
 // treated as zeros). Returns [ceil(mel_frames / stacking), width]; frames past
 // ceil(valid_mel / stacking) are computed too but attend only to the valid ones.
-// `layers`, when given, runs the layers (encode_projected's part) instead of the CPU.
+// `device`, when given, runs the products and the layers instead of the CPU.
 std::vector<float> encode(const EncoderConfig& config, const EncoderWeights& weights, const float* mel,
-                          int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, EncoderLayers* layers = nullptr);
+                          int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, PerceptionDevice* device = nullptr);
 
 // The two halves of encode(), for the streaming speaker branch, which caches projected frames.
 // Feature stacking and pre_encode.proj: [ceil(mel_frames / stacking), width].
 std::vector<float> stack_and_project(const EncoderConfig& config, const EncoderWeights& weights, const float* mel,
                                      int64_t mel_frames, int64_t valid_mel, ThreadPool* pool,
-                                     EncoderLayers* layers = nullptr);
+                                     PerceptionDevice* device = nullptr);
 // embed_norm, the layers and final_norm over n projected frames, in place; every frame attends to
 // the first `keys` frames.
 void encode_projected(const EncoderConfig& config, const EncoderWeights& weights, std::vector<float>& x, int64_t n,
-                      int64_t keys, ThreadPool* pool, EncoderLayers* layers = nullptr);
+                      int64_t keys, ThreadPool* pool, PerceptionDevice* device = nullptr);
 
 // Shared by the encoders, the Sortformer head and the fusion: out [n, rows] = x [n, cols] · Wᵀ + bias,
-// on `layers`' device when given, else on the CPU's threads.
+// on `device` when given, else on the CPU's threads.
 void linear(const LinearWeights& w, const float* x, int64_t n, float* out, ThreadPool* pool,
-            EncoderLayers* layers = nullptr);
+            PerceptionDevice* device = nullptr);
 LayerNormWeights bind_layer_norm(WeightBinder& binder, const std::string& name, int64_t width);
 LinearWeights bind_linear(WeightBinder& binder, const std::string& name, int64_t out, int64_t in, bool bias);
 

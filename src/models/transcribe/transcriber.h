@@ -72,9 +72,9 @@ public:
                 const std::string& source);
 
     const Perception& perception() const { return perception_; }
-    // Perception::run_encoder_layers_on.
-    void run_encoder_layers_on(std::shared_ptr<EncoderLayers> layers) {
-        perception_.run_encoder_layers_on(std::move(layers));
+    // Perception::run_on_device.
+    void run_on_device(std::shared_ptr<PerceptionDevice> device) {
+        perception_.run_on_device(std::move(device));
     }
     const nemotron_h::Model& llm() const { return llm_; }
     const text::Tokenizer& tokenizer() const { return *tokenizer_; }
