@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "audio/fft.h"
-
 #include "backend/cuda/f32_products.h"
 #include "base/error.h"
 #include "kernels/cuda/codec_kernels.h"
@@ -70,7 +69,7 @@ const float* CudaPerceptionDevice::vector(const std::vector<float>& v) {
 }
 
 void CudaPerceptionDevice::device_linear(const transcribe::LinearWeights& l, const float* x, int64_t n, float* y,
-                                      float* acc) {
+                                         float* acc) {
     const auto stream = blas_.stream();
     const int64_t rows = l.weight.rows;
     blas_.product(matrix(l.weight), rows, l.weight.cols, x, n, y);
@@ -78,8 +77,8 @@ void CudaPerceptionDevice::device_linear(const transcribe::LinearWeights& l, con
     if (acc != nullptr) codec::add_scaled_rows(acc, nullptr, y, n, rows, stream);
 }
 
-void CudaPerceptionDevice::layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n, int64_t width,
-                                   float eps, float* out) {
+void CudaPerceptionDevice::layer_norm(const transcribe::LayerNormWeights& norm, const float* x, int64_t n,
+                                      int64_t width, float eps, float* out) {
     const auto stream = blas_.stream();
     if (out != x) {
         DUET_CUDA_CHECK(cudaMemcpyAsync(out, x, static_cast<size_t>(n * width) * sizeof(float),
@@ -89,7 +88,7 @@ void CudaPerceptionDevice::layer_norm(const transcribe::LayerNormWeights& norm, 
 }
 
 void CudaPerceptionDevice::attention(const transcribe::EncoderConfig& c, const float* qkv, int64_t n, int64_t keys,
-                                  float* out) {
+                                     float* out) {
     const auto cublas = blas_.handle();
     const int64_t width = c.width, hd = c.head_dim(), heads = c.heads;
     if (keys == 0) {  // nothing to attend to: zeros, as the CPU's sum over no keys
@@ -115,7 +114,7 @@ void CudaPerceptionDevice::attention(const transcribe::EncoderConfig& c, const f
 }
 
 void CudaPerceptionDevice::run(const transcribe::EncoderConfig& c, const transcribe::EncoderWeights& w,
-                            std::vector<float>& host_x, int64_t n, int64_t keys) {
+                               std::vector<float>& host_x, int64_t n, int64_t keys) {
     require(n >= 0 && keys >= 0 && keys <= n && host_x.size() == static_cast<size_t>(n * c.width),
             "speech encoder on the GPU: ", n, " frames of width ", c.width, " attending to ", keys,
             " (expected at most n keys and n · width values)");
@@ -190,7 +189,7 @@ void CudaPerceptionDevice::linear(const transcribe::LinearWeights& w, const floa
 }
 
 audio::LogMelForms CudaPerceptionDevice::log_mel(const audio::LogMelFrontEnd& front_end,
-                                              const std::vector<float>& waveform) {
+                                                 const std::vector<float>& waveform) {
     const audio::MelSettings& s = front_end.settings();
     const auto samples = static_cast<int64_t>(waveform.size());
     audio::LogMelForms forms;
@@ -247,6 +246,8 @@ audio::LogMelForms CudaPerceptionDevice::log_mel(const audio::LogMelFrontEnd& fr
     return forms;
 }
 
-std::shared_ptr<transcribe::PerceptionDevice> make_cuda_perception_device() { return std::make_shared<CudaPerceptionDevice>(); }
+std::shared_ptr<transcribe::PerceptionDevice> make_cuda_perception_device() {
+    return std::make_shared<CudaPerceptionDevice>();
+}
 
 }  // namespace duet::cuda

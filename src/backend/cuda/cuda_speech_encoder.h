@@ -3,8 +3,9 @@
 // f32, every product in cuBLAS (f32, no TF32), attention as two batched products around a softmax,
 // the rest in kernels/cuda/speech_encoder_kernels and codec_kernels. Results agree with the CPU's up
 // to the order of f32 sums. The products around the layers and the log-mel front end
-// (kernels/cuda/log_mel_kernels, the CPU's arithmetic) run here too. Weights are copied to the device on first use and kept, found again by
-// the host arrays they came from, so one object serves both encoders of a Perception.
+// (kernels/cuda/log_mel_kernels, the CPU's arithmetic) run here too. Weights are copied to the device
+// on first use and kept, found again by the host arrays they came from, so one object serves both
+// encoders of a Perception.
 #pragma once
 
 #include <array>

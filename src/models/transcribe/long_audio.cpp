@@ -68,7 +68,8 @@ std::vector<float> speaker_branch_probs_10ms(const PerceptionConfig& c, const En
     SpeakerCache cache(transcribe_speaker_cache_settings(speakers), width, speakers, head.silence_embedding);
     for (const EncoderWindow& w : plan.windows) {
         const MelSlice slice = mel_slice(raw, w, e.stacking);
-        const std::vector<float> projected = stack_and_project(e, encoder, slice.rows, slice.frames, slice.valid, pool, device);
+        const std::vector<float> projected =
+            stack_and_project(e, encoder, slice.rows, slice.frames, slice.valid, pool, device);
         const int64_t window_frames = w.context_end - w.context_begin;
         // The window's input: the cache and FIFO frames, then its own frames.
         const int64_t carried = cache.frames();
@@ -77,7 +78,8 @@ std::vector<float> speaker_branch_probs_10ms(const PerceptionConfig& c, const En
         const int64_t n = carried + window_frames;
         const int64_t keys = carried + ceil_div(slice.valid, e.stacking);
         encode_projected(e, encoder, packed, n, keys, pool, device);
-        const std::vector<float> probs = sortformer_probs_10ms(c.sortformer, head, packed.data(), n, keys, pool, device);
+        const std::vector<float> probs =
+            sortformer_probs_10ms(c.sortformer, head, packed.data(), n, keys, pool, device);
 
         const int64_t own = carried + (w.begin - w.context_begin);  // first produced frame in `packed`
         std::copy(probs.begin() + own * r * speakers, probs.begin() + (own + w.end - w.begin) * r * speakers,

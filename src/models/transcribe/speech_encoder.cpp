@@ -105,7 +105,8 @@ void gelu_in_place(std::vector<float>& x, ThreadPool* pool) {
 }  // namespace
 
 std::vector<float> stack_and_project(const EncoderConfig& c, const EncoderWeights& w, const float* mel,
-                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool, PerceptionDevice* device) {
+                                     int64_t mel_frames, int64_t valid_mel, ThreadPool* pool,
+                                     PerceptionDevice* device) {
     const int64_t n = (mel_frames + c.stacking - 1) / c.stacking;
     // Encoder frame j is mel frames 8j … 8j+7 side by side; frames past the valid ones are zeros.
     std::vector<float> stacked(static_cast<size_t>(n * c.stacking * c.feat_in), 0.0f);
