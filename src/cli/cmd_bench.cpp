@@ -45,7 +45,7 @@ int run_bench(const Argv& argv) {
     Args args(argv, {"--arch", "--preset", "--model", "--prompt", "--decode", "--ctx", "--threads", "--device",
                      "--seed", "--bandwidth-mib", "--audio-seconds", "--seconds", "--products", "--speech",
                      "--codec", "--codec-device"},
-              {"--random-weights", "--no-encode"});
+              {"--random-weights", "--no-encode", "--no-speculative"});
     const std::string arch = args.text_or("--arch", "nemotron_h");
     for (const OwnBenchmark& own : kOwnBenchmarks) {
         if (arch == own.arch) return own.run(args);
@@ -114,8 +114,11 @@ int run_bench(const Argv& argv) {
 
     // Speculative decoding of the same number of tokens after the same prompt, where the model has a
     // draft module. With random weights the drafts are rarely right: the figures say what it costs.
+    // --no-speculative leaves it out, so that the last step run (the one DUET_CUDA_MARKS reports)
+    // is a plain decode step.
     std::optional<nemotron_h::SpeculativeStats> spec;
-    if (const auto* nemotron = dynamic_cast<const nemotron_h::Model*>(model.get()); nemotron && nemotron->has_draft()) {
+    const auto* nemotron = dynamic_cast<const nemotron_h::Model*>(model.get());
+    if (nemotron != nullptr && nemotron->has_draft() && !args.has("--no-speculative")) {
         nemotron_h::State spec_state = nemotron->new_state(backend, prompt_len + decode_len);
         nemotron_h::MtpDrafter drafter(*nemotron);
         spec.emplace();

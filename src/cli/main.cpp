@@ -26,7 +26,7 @@ const char* kUsage =
     "                                       prefill logits for the ids: tensor 'logits' [T, V] f32\n"
     "  generate --model DIR --ids 1,2,3 -n N [--speculative [--stats]]\n"
     "                                       greedy continuation: the N new ids on one line\n"
-    "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR\n"
+    "  bench    --arch nemotron_h --preset tiny|nano-8l|nano --random-weights | --model DIR [--no-speculative]\n"
     "           --arch qwen35_moe --preset tiny|a3b-8l|a3b --random-weights\n"
     "           --arch transcribe --preset tiny|real --random-weights [--audio-seconds S]\n"
     "           --arch fish_codec --preset tiny|real --random-weights [--seconds S] | --model DIR\n"

@@ -194,6 +194,7 @@ audio::LogMelForms CudaPerceptionDevice::log_mel(const audio::LogMelFrontEnd& fr
     const auto samples = static_cast<int64_t>(waveform.size());
     audio::LogMelForms forms;
     forms.raw = front_end.zero_rows(samples);
+    forms.normalized = front_end.zero_rows(samples);  // sized only; both are filled from the device
     const int64_t n_mels = s.n_mels, count = forms.raw.frames * n_mels;
     // The transform's constants as the CPU's front end holds them (a few kilobytes, sent each call).
     const audio::Fft fft(s.n_fft);
@@ -237,7 +238,6 @@ audio::LogMelForms CudaPerceptionDevice::log_mel(const audio::LogMelFrontEnd& fr
     a.out = raw;
     mel::log_mel_frames(a, stream);
     mel::normalize_per_feature(raw, forms.raw.valid, n_mels, normalized, stream);
-    forms.normalized = forms.raw;
     DUET_CUDA_CHECK(cudaMemcpyAsync(forms.raw.values.data(), raw, static_cast<size_t>(count) * sizeof(float),
                                     cudaMemcpyDeviceToHost, stream));
     DUET_CUDA_CHECK(cudaMemcpyAsync(forms.normalized.values.data(), normalized,
