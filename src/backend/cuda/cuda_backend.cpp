@@ -549,22 +549,18 @@ public:
     void mamba_in_proj_middle(std::span<const ProductOut> products, const float* x, const float* norm_weight,
                               float eps, float* normed, const MambaMiddleArgs& args) override {
         const auto split = rows_ready_on() ? cuda::mamba_rows_split(products, args) : std::nullopt;
-        if (split && cuda::mamba_step_fits(args)) {
-            if (const auto ready = in_proj_by_units(products, *split, x, norm_weight, eps)) {
-                mamba_step(args, *ready);
-                return;
-            }
+        if (const auto ready = in_proj_by_units(products, split, x, norm_weight, eps)) {
+            mamba_step(args, *ready);
+            return;
         }
         Backend::mamba_in_proj_middle(products, x, norm_weight, eps, normed, args);
     }
     void delta_in_proj_middle(std::span<const ProductOut> products, const float* x, const float* norm_weight,
                               float eps, float* normed, const DeltaMiddleArgs& args) override {
         const auto split = rows_ready_on() ? cuda::delta_rows_split(products, args) : std::nullopt;
-        if (split && cuda::delta_step_fits(args)) {
-            if (const auto ready = in_proj_by_units(products, *split, x, norm_weight, eps)) {
-                delta_step(args, *ready);
-                return;
-            }
+        if (const auto ready = in_proj_by_units(products, split, x, norm_weight, eps)) {
+            delta_step(args, *ready);
+            return;
         }
         Backend::delta_in_proj_middle(products, x, norm_weight, eps, normed, args);
     }
@@ -901,10 +897,12 @@ private:
     }
     // A decode token's mixer in-projection as `split` cuts it, in one grouped launch whose rows count
     // themselves done by the mixer step's units; what the step then waits on. None (and nothing
-    // issued) where the grouped launch cannot take the products.
+    // issued) without a split or where the grouped launch cannot take the products.
     std::optional<cuda::UnitsReady> in_proj_by_units(std::span<const ProductOut> products,
-                                                     const cuda::MixerRowsSplit& split, const float* x,
+                                                     const std::optional<cuda::MixerRowsSplit>& cut, const float* x,
                                                      const float* norm_weight, float eps) {
+        if (!cut) return std::nullopt;
+        const cuda::MixerRowsSplit& split = *cut;
         const int64_t cols = products[0].w.cols;
         const bool fits = split.ranges.size() <= static_cast<size_t>(cuda::kMatvecGroupMax) &&
                           split.units <= kMaxReadyUnits && cuda::matvec_bf16_group_normable(cols) &&
@@ -913,12 +911,15 @@ private:
                           });
         if (!fits) return std::nullopt;
         const float* norm = device_vector(norm_weight, cols);
+        std::vector<const uint16_t*> weights;
+        for (const ProductOut& p : products) {
+            weights.push_back(static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w))));
+        }
         cuda::MatvecGroup group;
         cuda::RowsReady ready;
         for (const cuda::MixerRowRange& range : split.ranges) {
             const ProductOut& p = products[static_cast<size_t>(range.product)];
-            const auto* w = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w))) +
-                            range.first_row * cols;
+            const uint16_t* w = weights[static_cast<size_t>(range.product)] + range.first_row * cols;
             if (!cuda::matvec_bf16_fusable(w, x, norm, cols)) return std::nullopt;
             group.w[group.count] = w;
             group.y[group.count] = p.out + range.first_row;
@@ -931,7 +932,7 @@ private:
         ready.counters = static_cast<unsigned*>(zeroed_once(rows_ready_, kMaxReadyUnits * sizeof(unsigned)));
         cuda::matvec_bf16_group_normed(group, x, norm, eps, cols, stream_, ahead_for_reader(x, 1, cols, norm_weight),
                                        nullptr, ready);
-        return cuda::UnitsReady{ready.counters, static_cast<unsigned>(split.rows_per_unit)};
+        return cuda::UnitsReady{ready.counters, static_cast<unsigned>(split.unit_rows())};
     }
     static constexpr int64_t kMaxReadyUnits = 1024;
 

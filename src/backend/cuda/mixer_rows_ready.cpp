@@ -1,20 +1,12 @@
 #include "backend/cuda/mixer_rows_ready.h"
 
+#include "kernels/cuda/ops.h"
+
 namespace duet::cuda {
-
-namespace {
-
-int64_t total_rows_per_unit(const std::vector<MixerRowRange>& ranges) {
-    int64_t total = 0;
-    for (const MixerRowRange& r : ranges) total += r.rows_per_unit;
-    return total;
-}
-
-}  // namespace
 
 std::optional<MixerRowsSplit> mamba_rows_split(std::span<const ProductOut> products, const MambaMiddleArgs& m) {
     const SsmScanArgs& s = m.scan;
-    if (products.size() != 1 || s.n != 1 || s.groups <= 0 || s.heads % s.groups != 0) return std::nullopt;
+    if (products.size() != 1 || !mamba_step_fits(m)) return std::nullopt;
     const ProductOut& p = products[0];
     const int64_t inner = s.heads * s.head_dim, channels = m.conv.channels, group_states = s.groups * s.state_size;
     const bool laid_out = channels == inner + 2 * group_states && p.w.rows == inner + channels + s.heads &&
@@ -30,13 +22,12 @@ std::optional<MixerRowsSplit> mamba_rows_split(std::span<const ProductOut> produ
         {0, inner, inner, group_width, 1},                              // x
         {0, 0, inner, group_width, 1},                                  // z
     };
-    split.rows_per_unit = total_rows_per_unit(split.ranges);
     return split;
 }
 
 std::optional<MixerRowsSplit> delta_rows_split(std::span<const ProductOut> products, const DeltaMiddleArgs& m) {
     const GatedDeltaArgs& d = m.rule;
-    if (products.size() != 4 || d.n != 1 || d.k_heads <= 0 || d.v_heads % d.k_heads != 0) return std::nullopt;
+    if (products.size() != 4 || !delta_step_fits(m)) return std::nullopt;
     const int64_t keys = d.k_heads * d.k_dim, values = d.v_heads * d.v_dim, channels = 2 * keys + values;
     const bool laid_out = m.conv.channels == channels && m.conv.x == products[0].out &&
                           products[0].w.rows == channels && m.z == products[1].out && products[1].w.rows == values &&
@@ -54,7 +45,6 @@ std::optional<MixerRowsSplit> delta_rows_split(std::span<const ProductOut> produ
         {0, 2 * keys, values, d.v_dim, 1},  // v
         {1, 0, values, d.v_dim, 1},         // z
     };
-    split.rows_per_unit = total_rows_per_unit(split.ranges);
     return split;
 }
 

@@ -26,16 +26,23 @@ struct MixerRowRange {
 struct MixerRowsSplit {
     std::vector<MixerRowRange> ranges;  // in launch order
     int64_t units = 0;
-    int64_t rows_per_unit = 0;  // rows a unit's counter reaches once all of them are stored
+    // The rows a unit's counter reaches once all of them are stored: each range gives every unit it
+    // feeds rows_per_unit rows.
+    int64_t unit_rows() const {
+        int64_t total = 0;
+        for (const MixerRowRange& r : ranges) total += r.rows_per_unit;
+        return total;
+    }
 };
 
 // The split for Mamba-2's one in-projection [z | x | B | C | dt] read by `m` as laid out by the
 // models (z at the output's start, x after the inner width, dt after the convolved channels); none
-// where the products or `m` are laid out otherwise or `m` is not one token.
+// where the products or `m` are laid out otherwise, or the one-launch step (cuda::mamba_step) does
+// not take `m`.
 std::optional<MixerRowsSplit> mamba_rows_split(std::span<const ProductOut> products, const MambaMiddleArgs& m);
 
 // The split for Gated DeltaNet's products {qkv, z, b, a} read by `m`; none where they are laid out
-// otherwise or `m` is not one token.
+// otherwise, or the one-launch step (cuda::delta_step) does not take `m`.
 std::optional<MixerRowsSplit> delta_rows_split(std::span<const ProductOut> products, const DeltaMiddleArgs& m);
 
 }  // namespace duet::cuda
