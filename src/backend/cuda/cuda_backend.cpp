@@ -166,8 +166,6 @@ public:
     CudaBackend() {
         require(cuda::device_count() > 0, "no CUDA device is available");
         DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-        DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
-        DUET_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
         staging_ = std::make_unique<PinnedStaging>(stream_);
         check_cublas(cublasCreate(&cublas_), "cublasCreate");
         check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
@@ -186,8 +184,6 @@ public:
         graphs_.reset();
         cublasDestroy(cublas_);
         staging_.reset();
-        cudaEventDestroy(routed_);
-        cudaStreamDestroy(copies_);
         cudaStreamDestroy(stream_);
     }
 
@@ -616,8 +612,6 @@ public:
             experts_in_two_launches(first, with_shared(w.down, w.shared_down), weights, nullptr, out, n);
             return;
         }
-        // The shared expert first: it runs on the device while the host groups the routed experts.
-        if (grouped(n, w.up[0])) note_routed();
         float* shared_out = nullptr;
         if (has_shared) {
             float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * w.shared_up.rows));
@@ -676,8 +670,6 @@ public:
             experts_in_two_launches(first, with_shared(w.down, w.shared_down), weights, gate_logit, out, n);
             return;
         }
-        // The shared expert first: it runs on the device while the host groups the routed experts.
-        if (grouped(n, w.gate[0])) note_routed();
         float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
         float* shared_up = scratch(shared_up_, static_cast<size_t>(n * shared_inter));
         float* shared_out = scratch(shared_out_, static_cast<size_t>(n * hidden));
@@ -756,18 +748,6 @@ private:
         return c;
     }
 
-    // The routing of a mixture-of-experts layer has been queued: its choices may be copied to the host
-    // from here (download_routing) while the ops queued after it run.
-    void note_routed() { DUET_CUDA_CHECK(cudaEventRecord(routed_, stream_)); }
-    // The choices noted by note_routed, on the host as soon as the routing is done (a side stream
-    // waits for it alone): the shared expert, queued after it, runs on the device meanwhile, where a
-    // copy on the main stream had the device idle while the host grouped the experts.
-    void download_routing(int32_t* host, const int32_t* chosen, size_t count) {
-        DUET_CUDA_CHECK(cudaStreamWaitEvent(copies_, routed_, 0));
-        DUET_CUDA_CHECK(cudaMemcpyAsync(host, chosen, count * sizeof(int32_t), cudaMemcpyDeviceToHost, copies_));
-        DUET_CUDA_CHECK(cudaStreamSynchronize(copies_));
-    }
-
     // Long prompts run their experts grouped on tensor cores (bf16 experts only).
     static bool grouped(int64_t n, const MatrixView& expert) { return n > kGemvTokens && expert.dtype == DType::BF16; }
 
@@ -779,25 +759,20 @@ private:
                                    const std::vector<MatrixView>& down, float* result) {
         const int64_t slots = n * k, hidden = first[0].cols, inter = first[0].rows;
         marks_->mark("moe prompt: before grouping", true);
-        std::vector<int32_t> host_chosen(static_cast<size_t>(slots));
-        download_routing(host_chosen.data(), chosen, host_chosen.size());
-        const ExpertGroups groups = group_by_expert(host_chosen, experts, k);
-        int32_t* maps = int_scratch(group_maps_, static_cast<size_t>(2 * slots));
-        upload_ints(maps, groups.row_of_slot.data(), static_cast<size_t>(slots));
-        upload_ints(maps + slots, groups.token_of_row.data(), static_cast<size_t>(slots));
+        // One int buffer: the two maps, the tile count, then the tiles.
+        const int64_t max_tiles = cuda::max_expert_row_tiles(slots, experts);
+        static_assert(sizeof(cuda::ExpertRowTile) == 3 * sizeof(int32_t));
+        int32_t* maps = int_scratch(group_maps_, static_cast<size_t>(2 * slots + 1 + 3 * max_tiles));
+        const cuda::ExpertGroupsOnDevice groups{maps, maps + slots, reinterpret_cast<cuda::ExpertRowTile*>(maps + 2 * slots + 1),
+                                                maps + 2 * slots};
+        cuda::group_slots_by_expert(chosen, slots, k, experts, groups, stream_);
 
         uint16_t* x_hi = half_scratch(group_hi_, static_cast<size_t>(slots * std::max(hidden, inter)));
         uint16_t* x_lo = half_scratch(group_lo_, static_cast<size_t>(slots * std::max(hidden, inter)));
-        cuda::split_rows_bf16(x, hidden, maps + slots, slots, x_hi, x_lo, stream_);
+        cuda::split_rows_bf16(x, hidden, groups.token_of_row, slots, x_hi, x_lo, stream_);
         float* mid = scratch(expert_mid_, static_cast<size_t>(slots * inter));
         float* mid2 = second != nullptr ? scratch(expert_up_, static_cast<size_t>(slots * inter)) : nullptr;
-        const std::vector<cuda::ExpertRowTile> tiles = expert_row_tiles(groups);
-        static_assert(sizeof(cuda::ExpertRowTile) == 3 * sizeof(int32_t));
-        auto* device_tiles = reinterpret_cast<cuda::ExpertRowTile*>(int_scratch(group_tiles_, 3 * tiles.size()));
-        upload_ints(reinterpret_cast<int32_t*>(device_tiles), reinterpret_cast<const int32_t*>(tiles.data()),
-                    3 * tiles.size());
-        marks_->mark("moe prompt: grouping on the host", true);
-        const auto tile_count = static_cast<int64_t>(tiles.size());
+        marks_->mark("moe prompt: grouping", true);
         // Every expert's rows, in one launch per matrix kind.
         auto products = [&](const std::vector<MatrixView>& matrices, const uint16_t* hi, const uint16_t* lo,
                             float* out) {
@@ -806,7 +781,7 @@ private:
             const bool vectors = m.cols % 8 == 0 && cuda::aligned_16(hi) && cuda::aligned_16(lo) &&
                                  std::all_of(table.pointers.begin(), table.pointers.end(), cuda::aligned_16);
             cuda::grouped_split_products(static_cast<const void* const*>(table.buffer.data()), m.rows, m.cols, vectors,
-                                         device_tiles, tile_count, hi, lo, out, stream_);
+                                         groups.tiles, groups.tile_count, max_tiles, hi, lo, out, stream_);
         };
         products(first, x_hi, x_lo, mid);
         if (second != nullptr) products(*second, x_hi, x_lo, mid2);
@@ -1077,8 +1052,6 @@ private:
     }
 
     cudaStream_t stream_ = nullptr;
-    cudaStream_t copies_ = nullptr;  // the routing's copies to the host (download_routing)
-    cudaEvent_t routed_ = nullptr;
     std::unique_ptr<PinnedStaging> staging_;  // host uploads, queued without waiting for the stream
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
@@ -1122,7 +1095,7 @@ private:
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
-        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_, group_tiles_,
+        expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_,
         group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_, argmax_scratch_, rows_ready_;
 };
 

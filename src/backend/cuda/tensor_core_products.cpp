@@ -1,7 +1,5 @@
 #include "backend/cuda/tensor_core_products.h"
 
-#include <algorithm>
-
 #include "base/error.h"
 
 namespace duet {
@@ -43,36 +41,6 @@ void split_bf16_gemm(cublasHandle_t cublas, const void* w, int64_t rows, int64_t
                            static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
     }
-}
-
-ExpertGroups group_by_expert(const std::vector<int32_t>& chosen, int64_t experts, int64_t k) {
-    ExpertGroups g;
-    g.offset.assign(static_cast<size_t>(experts + 1), 0);
-    for (int32_t e : chosen) {
-        require(e >= 0 && e < experts, "expert routing chose expert ", e, " of ", experts);
-        ++g.offset[static_cast<size_t>(e) + 1];
-    }
-    for (int64_t e = 0; e < experts; ++e) g.offset[e + 1] += g.offset[e];
-    std::vector<int64_t> cursor(g.offset.begin(), g.offset.end() - 1);
-    g.row_of_slot.resize(chosen.size());
-    g.token_of_row.resize(chosen.size());
-    for (size_t s = 0; s < chosen.size(); ++s) {
-        const int64_t row = cursor[static_cast<size_t>(chosen[s])]++;
-        g.row_of_slot[s] = static_cast<int32_t>(row);
-        g.token_of_row[static_cast<size_t>(row)] = static_cast<int32_t>(static_cast<int64_t>(s) / k);
-    }
-    return g;
-}
-
-std::vector<cuda::ExpertRowTile> expert_row_tiles(const ExpertGroups& groups) {
-    std::vector<cuda::ExpertRowTile> tiles;
-    for (size_t e = 0; e + 1 < groups.offset.size(); ++e) {
-        for (int64_t row = groups.offset[e]; row < groups.offset[e + 1]; row += cuda::kExpertTileRows) {
-            const int64_t count = std::min<int64_t>(cuda::kExpertTileRows, groups.offset[e + 1] - row);
-            tiles.push_back({static_cast<int32_t>(e), static_cast<int32_t>(row), static_cast<int32_t>(count)});
-        }
-    }
-    return tiles;
 }
 
 }  // namespace duet

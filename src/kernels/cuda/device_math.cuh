@@ -34,6 +34,21 @@ __device__ __forceinline__ T warp_sum(T value) {
     return value;
 }
 
+// Inclusive prefix sums of a and b over the lanes of a warp, in lane order (every lane calling).
+template <typename T>
+__device__ __forceinline__ void warp_inclusive_sums(T& a, T& b) {
+    const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+    for (int offset = 1; offset < kWarpSize; offset *= 2) {
+        const T a_below = __shfl_up_sync(0xFFFFFFFFu, a, offset);
+        const T b_below = __shfl_up_sync(0xFFFFFFFFu, b, offset);
+        if (lane >= offset) {
+            a += a_below;
+            b += b_below;
+        }
+    }
+}
+
 // Dot product of 8 bf16 weights (one uint4) with 8 floats (two float4).
 __device__ __forceinline__ float dot8(uint4 w, float4 x_lo, float4 x_hi, float acc) {
     acc = fmaf(bf16_low_to_float(w.x), x_lo.x, acc);

@@ -41,6 +41,7 @@ struct GroupedArgs {
     const void* const* experts;
     int64_t rows, cols;
     const ExpertRowTile* tiles;
+    const int32_t* tile_count;
     const uint16_t* hi;
     const uint16_t* lo;
     float* out;
@@ -68,6 +69,8 @@ template <bool kVectors>
 __global__ void __launch_bounds__(kThreads, 4) grouped_split_kernel(GroupedArgs a) {
     __shared__ __align__(128) unsigned char shared[sizeof(Stage)];
     Stage& stage = *reinterpret_cast<Stage*>(shared);
+    // The grid is sized for the most tiles the slots may need; the grouping counted the real ones.
+    if (int(blockIdx.x) >= *a.tile_count) return;
     const ExpertRowTile tile = a.tiles[blockIdx.x];
     const int64_t out0 = int64_t(blockIdx.y) * kTileOut;
     const uint16_t* w = static_cast<const uint16_t*>(a.experts[tile.expert]);
@@ -137,11 +140,11 @@ __global__ void __launch_bounds__(kThreads, 4) grouped_split_kernel(GroupedArgs 
 }  // namespace
 
 void grouped_split_products(const void* const* experts, int64_t rows, int64_t cols, bool vectors,
-                            const ExpertRowTile* tiles, int64_t tile_count, const uint16_t* hi, const uint16_t* lo,
-                            float* out, cudaStream_t stream) {
-    if (tile_count == 0 || rows == 0) return;
-    const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>((rows + kTileOut - 1) / kTileOut));
-    const GroupedArgs args{experts, rows, cols, tiles, hi, lo, out};
+                            const ExpertRowTile* tiles, const int32_t* tile_count, int64_t max_tiles,
+                            const uint16_t* hi, const uint16_t* lo, float* out, cudaStream_t stream) {
+    if (max_tiles == 0 || rows == 0) return;
+    const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((rows + kTileOut - 1) / kTileOut));
+    const GroupedArgs args{experts, rows, cols, tiles, tile_count, hi, lo, out};
     if (vectors) {
         grouped_split_kernel<true><<<grid, kThreads, 0, stream>>>(args);
     } else {

@@ -130,14 +130,31 @@ struct ExpertRowTile {
     int32_t expert = 0, first_row = 0, count = 0;
 };
 constexpr int kExpertTileRows = 32;
+// The slots of a long prompt's tokens × k chosen experts, ordered by expert (device memory): slot s
+// (token s / k) lands on row row_of_slot[s] and row r holds token token_of_row[r], an expert's rows
+// together, the experts in order and each expert's rows in the order of its slots; tiles[0..*tile_count)
+// cut each expert's rows into runs of at most kExpertTileRows, in row order.
+struct ExpertGroupsOnDevice {
+    int32_t* row_of_slot = nullptr;   // [slots]
+    int32_t* token_of_row = nullptr;  // [slots]
+    ExpertRowTile* tiles = nullptr;   // [max_expert_row_tiles(slots, experts)]
+    int32_t* tile_count = nullptr;    // [1]
+};
+// The most tiles `slots` may need.
+int64_t max_expert_row_tiles(int64_t slots, int64_t experts);
+// Groups the slots of `chosen` [slots] (device; every entry an expert below `experts`) into `out`, on
+// the device (expert_grouping.cu).
+void group_slots_by_expert(const int32_t* chosen, int64_t slots, int64_t k, int64_t experts,
+                           const ExpertGroupsOnDevice& out, cudaStream_t stream);
 // Every routed expert's product of a long prompt in one launch (grouped_products.cu):
 // out[r, :rows] = (hi[r] + lo[r]) · experts[e]ᵀ for each row r of each tile, e the tile's expert,
 // accumulated in f32 on tensor cores. experts: a device array of device pointers to bf16 [rows, cols];
-// hi, lo: bf16 [.., cols]; tiles: device, [tile_count]. `vectors`: cols is a multiple of 8 and every
-// matrix, hi and lo start on 16-byte boundaries (rows read in 16-byte loads).
+// hi, lo: bf16 [.., cols]; tiles: device, [*tile_count], the count (device) at most max_tiles.
+// `vectors`: cols is a multiple of 8 and every matrix, hi and lo start on 16-byte boundaries (rows read
+// in 16-byte loads).
 void grouped_split_products(const void* const* experts, int64_t rows, int64_t cols, bool vectors,
-                            const ExpertRowTile* tiles, int64_t tile_count, const uint16_t* hi, const uint16_t* lo,
-                            float* out, cudaStream_t stream);
+                            const ExpertRowTile* tiles, const int32_t* tile_count, int64_t max_tiles,
+                            const uint16_t* hi, const uint16_t* lo, float* out, cudaStream_t stream);
 
 // --- sequence mixers -------------------------------------------------------------------------
 // taps, bias: device. Semantics of Backend::causal_conv1d_silu.

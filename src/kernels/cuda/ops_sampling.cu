@@ -154,15 +154,7 @@ __device__ void block_scan2(double a, double b, double& a_before, double& b_befo
                             Shared& sh) {
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     double a_incl = a, b_incl = b;
-#pragma unroll
-    for (int offset = 1; offset < kWarpSize; offset *= 2) {
-        const double a_up = __shfl_up_sync(0xFFFFFFFFu, a_incl, offset);
-        const double b_up = __shfl_up_sync(0xFFFFFFFFu, b_incl, offset);
-        if (lane >= offset) {
-            a_incl += a_up;
-            b_incl += b_up;
-        }
-    }
+    warp_inclusive_sums(a_incl, b_incl);
     double a_lane_before = __shfl_up_sync(0xFFFFFFFFu, a_incl, 1);
     double b_lane_before = __shfl_up_sync(0xFFFFFFFFu, b_incl, 1);
     if (lane == 0) a_lane_before = b_lane_before = 0.0;
