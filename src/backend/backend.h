@@ -448,20 +448,6 @@ public:
         head_rmsnorm_silu_gate(a.rule.out, a.z, a.z_stride, a.norm_weight, a.rule.n, a.rule.v_heads, a.rule.v_dim,
                                a.eps);
     }
-    // A mixer's in-projection and the middle that reads it: matmul_group_normed of `products` (x
-    // [n, cols] normalised with norm_weight, `normed` the scratch it may use), then
-    // mamba_conv_scan_norm or delta_conv_rule_norm. Issued together, a backend may start the middle's
-    // work on each head as soon as that head's rows of the products are done.
-    virtual void mamba_in_proj_middle(std::span<const ProductOut> products, const float* x, const float* norm_weight,
-                                      float eps, float* normed, const MambaMiddleArgs& m) {
-        matmul_group_normed(products, x, norm_weight, eps, m.scan.n, normed);
-        mamba_conv_scan_norm(m);
-    }
-    virtual void delta_in_proj_middle(std::span<const ProductOut> products, const float* x, const float* norm_weight,
-                                      float eps, float* normed, const DeltaMiddleArgs& m) {
-        matmul_group_normed(products, x, norm_weight, eps, m.rule.n, normed);
-        delta_conv_rule_norm(m);
-    }
 
     virtual void attention(const AttentionArgs& args) = 0;
 

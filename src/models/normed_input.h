@@ -29,17 +29,6 @@ public:
                                n_, normed_);
     }
 
-    // The products, then the mixer's middle that reads them (Backend::mamba_in_proj_middle,
-    // Backend::delta_in_proj_middle).
-    void products_then(std::initializer_list<ProductOut> products, const MambaMiddleArgs& m) const {
-        b_.mamba_in_proj_middle(std::span<const ProductOut>(products.begin(), products.size()), x_, norm_weight_, eps_,
-                                normed_, m);
-    }
-    void products_then(std::initializer_list<ProductOut> products, const DeltaMiddleArgs& m) const {
-        b_.delta_in_proj_middle(std::span<const ProductOut>(products.begin(), products.size()), x_, norm_weight_, eps_,
-                                normed_, m);
-    }
-
     // out = silu(gate · rmsnorm(x)) ⊙ (up · rmsnorm(x)), `up_out` [n, gate.rows] being scratch.
     void swiglu(const MatrixView& gate, const MatrixView& up, float* out, float* up_out) const {
         b_.matmul_swiglu_normed(gate, up, x_, norm_weight_, eps_, n_, normed_, up_out, out);

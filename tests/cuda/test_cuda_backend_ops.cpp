@@ -4,12 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
-#include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -89,22 +86,6 @@ GatedDeltaArgs delta_rule_args(int64_t n, int64_t kh, int64_t vh, int64_t dk, in
     g.state = state;
     g.out = out;
     return g;
-}
-
-// The causal convolution's arguments: `channels` channels of rows `stride` apart at x, taps
-// [channels, kernel], an optional bias, the ring and the output.
-CausalConvArgs conv_args(const float* x, int64_t stride, int64_t channels, int64_t kernel,
-                         const std::vector<float>& taps, const float* bias, float* ring, float* out) {
-    CausalConvArgs c;
-    c.x = x;
-    c.x_stride = stride;
-    c.channels = channels;
-    c.kernel = kernel;
-    c.taps = taps.data();
-    c.bias = bias;
-    c.ring = ring;
-    c.out = out;
-    return c;
 }
 
 // Runs the same op on both backends: inputs are copied into each backend's memory, `op` is called
@@ -699,8 +680,14 @@ TEST_F(CudaBackendOps, MambaConvolutionScanAndGatedNormAsOneOp) {
                     {1, 3, 4},
                     [&](Backend& b, std::vector<float*> p) {
                         MambaMiddleArgs m;
-                        m.conv = conv_args(p[0] + inner, rows, channels, kernel, taps, sh.bias ? bias.data() : nullptr,
-                                           p[1], p[2]);
+                        m.conv.x = p[0] + inner;
+                        m.conv.x_stride = rows;
+                        m.conv.channels = channels;
+                        m.conv.kernel = kernel;
+                        m.conv.taps = taps.data();
+                        m.conv.bias = sh.bias ? bias.data() : nullptr;
+                        m.conv.ring = p[1];
+                        m.conv.out = p[2];
                         const float* dt = p[0] + inner + channels;
                         m.scan = scan_args(sh.n, {sh.heads, sh.hd, sh.groups, sh.ns}, p[2], channels, dt, rows, p[3],
                                            p[4], dt_bias, a, d);
@@ -713,117 +700,6 @@ TEST_F(CudaBackendOps, MambaConvolutionScanAndGatedNormAsOneOp) {
                     },
                     1e-5, "mamba conv, scan, gated norm");
     }
-}
-
-// Runs the body once with each setting of DUET_CUDA_ROWS_READY (the CUDA backend reads it at each
-// call), then clears it.
-template <typename Body>
-void with_and_without_rows_ready(Body body) {
-    for (const char* setting : {"0", "1"}) {
-        SCOPED_TRACE(std::string("DUET_CUDA_ROWS_READY=") + setting);
-        setenv("DUET_CUDA_ROWS_READY", setting, 1);
-        body();
-    }
-    unsetenv("DUET_CUDA_ROWS_READY");
-}
-
-// Mamba-2's in-projection and middle issued together, three tokens in a row (each from its own
-// input, so a step that read its rows before they were stored would differ). With
-// DUET_CUDA_ROWS_READY=1 the GPU lets each group's step start once that group's rows are stored, and
-// the counters it waits on must be back at zero for the next token. Shapes the one-launch step takes
-// (8 and 2 heads a group) and one it does not (16 heads a group: the product, then the three ops).
-TEST_F(CudaBackendOps, MambaInProjectionThenMiddleTokenByToken) {
-    struct Shape {
-        int64_t heads, hd, groups, ns, cols;
-    };
-    with_and_without_rows_ready([&] {
-        for (const Shape& sh : {Shape{16, 64, 2, 128, 256}, Shape{6, 24, 3, 16, 264}, Shape{16, 8, 1, 16, 512}}) {
-            const int64_t inner = sh.heads * sh.hd, channels = inner + 2 * sh.groups * sh.ns, kernel = 4, tokens = 3;
-            const int64_t rows = inner + channels + sh.heads;
-            const std::vector<uint16_t> in_proj = random_bf16(rng_, rows * sh.cols, 0.1f);
-            const std::vector<float> taps = random_values(rng_, channels * kernel),
-                                     bias = random_values(rng_, channels), dt_bias = random_values(rng_, sh.heads),
-                                     a = random_values(rng_, sh.heads, -2.0f, -0.5f), d = random_values(rng_, sh.heads),
-                                     norm = random_values(rng_, inner, 0.5f, 1.5f),
-                                     x_norm = random_values(rng_, sh.cols, 0.5f, 1.5f);
-            expect_same({random_values(rng_, tokens * sh.cols, -2.0f, 2.0f), std::vector<float>(sh.cols),
-                         std::vector<float>(rows), random_values(rng_, (kernel - 1) * channels),
-                         random_values(rng_, sh.heads * sh.hd * sh.ns), std::vector<float>(tokens * inner)},
-                        {2, 3, 4, 5},
-                        [&](Backend& b, std::vector<float*> p) {
-                            for (int64_t t = 0; t < tokens; ++t) {
-                                // The three ops' form needs the convolution's output somewhere.
-                                Buffer conv_out = b.alloc(static_cast<size_t>(channels));
-                                MambaMiddleArgs m;
-                                m.conv = conv_args(p[2] + inner, rows, channels, kernel, taps, bias.data(), p[3],
-                                                   conv_out.data());
-                                const float* dt = p[2] + inner + channels;
-                                m.scan = scan_args(1, {sh.heads, sh.hd, sh.groups, sh.ns}, conv_out.data(), channels,
-                                                   dt, rows, p[4], p[5] + t * inner, dt_bias, a, d);
-                                m.z = p[2];
-                                m.z_stride = rows;
-                                m.norm_weight = norm.data();
-                                m.norm_groups = sh.groups;
-                                m.eps = 1e-5f;
-                                const ProductOut projection{MatrixView{DType::BF16, rows, sh.cols, in_proj.data()},
-                                                            p[2]};
-                                b.mamba_in_proj_middle(std::span(&projection, 1), p[0] + t * sh.cols, x_norm.data(),
-                                                       1e-6f, p[1], m);
-                            }
-                        },
-                        1e-4, "mamba in-projection then middle");
-        }
-    });
-}
-
-// Gated DeltaNet's in-projections {qkv, z, b, a} and middle issued together, three tokens in a row,
-// as the Mamba-2 test above: Qwen3.5's head sizes (each value head's step waits on its own rows,
-// a key head's q and k rows counting toward both of its value heads), a slice partly out of range,
-// and four value heads a key head (which the one-launch step does not take).
-TEST_F(CudaBackendOps, DeltaInProjectionThenMiddleTokenByToken) {
-    struct Shape {
-        int64_t kh, vh, dk, dv, cols;
-    };
-    with_and_without_rows_ready([&] {
-        for (const Shape& sh : {Shape{2, 4, 128, 128, 256}, Shape{3, 6, 40, 48, 264}, Shape{1, 4, 64, 128, 512}}) {
-            const int64_t channels = 2 * sh.kh * sh.dk + sh.vh * sh.dv, v_width = sh.vh * sh.dv, kernel = 4, tokens = 3;
-            const std::vector<uint16_t> w_qkv = random_bf16(rng_, channels * sh.cols, 0.1f),
-                                        w_z = random_bf16(rng_, v_width * sh.cols, 0.1f),
-                                        w_b = random_bf16(rng_, sh.vh * sh.cols, 0.1f),
-                                        w_a = random_bf16(rng_, sh.vh * sh.cols, 0.1f);
-            const std::vector<float> taps = random_values(rng_, channels * kernel),
-                                     neg = random_values(rng_, sh.vh, -3.0f, -0.5f),
-                                     dt_bias = random_values(rng_, sh.vh),
-                                     norm = random_values(rng_, sh.dv, 0.5f, 1.5f),
-                                     x_norm = random_values(rng_, sh.cols, 0.5f, 1.5f);
-            expect_same({random_values(rng_, tokens * sh.cols, -2.0f, 2.0f), std::vector<float>(sh.cols),
-                         std::vector<float>(channels), std::vector<float>(v_width), std::vector<float>(sh.vh),
-                         std::vector<float>(sh.vh), random_values(rng_, (kernel - 1) * channels),
-                         random_values(rng_, sh.vh * sh.dk * sh.dv, -0.1f, 0.1f), std::vector<float>(tokens * v_width)},
-                        {2, 3, 6, 7, 8},
-                        [&](Backend& b, std::vector<float*> p) {
-                            for (int64_t t = 0; t < tokens; ++t) {
-                                Buffer conv_out = b.alloc(static_cast<size_t>(channels));
-                                DeltaMiddleArgs m;
-                                m.conv = conv_args(p[2], channels, channels, kernel, taps, nullptr, p[6],
-                                                   conv_out.data());
-                                m.rule = delta_rule_args(1, sh.kh, sh.vh, sh.dk, sh.dv, conv_out.data(), channels, p[5],
-                                                         p[4], p[7], p[8] + t * v_width, neg, dt_bias);
-                                m.z = p[3];
-                                m.z_stride = v_width;
-                                m.norm_weight = norm.data();
-                                m.eps = 1e-6f;
-                                const ProductOut products[] = {
-                                    {MatrixView{DType::BF16, channels, sh.cols, w_qkv.data()}, p[2]},
-                                    {MatrixView{DType::BF16, v_width, sh.cols, w_z.data()}, p[3]},
-                                    {MatrixView{DType::BF16, sh.vh, sh.cols, w_b.data()}, p[4]},
-                                    {MatrixView{DType::BF16, sh.vh, sh.cols, w_a.data()}, p[5]}};
-                                b.delta_in_proj_middle(products, p[0] + t * sh.cols, x_norm.data(), 1e-6f, p[1], m);
-                            }
-                        },
-                        1e-4, "delta in-projection then middle");
-        }
-    });
 }
 
 // Attention of n queries [n, heads · hd] at p[0] over caches at p[1] and p[2] whose first pos rows
@@ -1002,7 +878,13 @@ TEST_F(CudaBackendOps, DeltaConvolutionRuleAndGatedNormAsOneOp) {
                     {1, 5, 6},
                     [&](Backend& b, std::vector<float*> p) {
                         DeltaMiddleArgs m;
-                        m.conv = conv_args(p[0], channels, channels, kernel, taps, nullptr, p[1], p[2]);
+                        m.conv.x = p[0];
+                        m.conv.x_stride = channels;
+                        m.conv.channels = channels;
+                        m.conv.kernel = kernel;
+                        m.conv.taps = taps.data();
+                        m.conv.ring = p[1];
+                        m.conv.out = p[2];
                         m.rule = delta_rule_args(sh.n, sh.kh, sh.vh, sh.dk, sh.dv, p[2], channels, p[3], p[4], p[5],
                                                  p[6], neg, dt_bias);
                         m.z = p[7];

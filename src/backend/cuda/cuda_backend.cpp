@@ -1,5 +1,4 @@
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/mixer_rows_ready.h"
 #include "backend/cuda/norms_ahead.h"
 #include "backend/cuda/pinned_staging.h"
 #include "backend/cuda/step_graphs.h"
@@ -525,40 +524,24 @@ public:
             Backend::mamba_conv_scan_norm(args);
             return;
         }
-        mamba_step(args, {});
+        Timed timed(*this, "mamba_conv_scan_norm");
+        MambaMiddleArgs a = args;
+        a.conv = device_conv_weights(args.conv);
+        a.scan = device_scan_weights(args.scan);
+        a.norm_weight = device_vector(args.norm_weight, args.scan.heads * args.scan.head_dim);
+        cuda::mamba_step(a, stream_);
     }
     void delta_conv_rule_norm(const DeltaMiddleArgs& args) override {
         if (!cuda::delta_step_fits(args)) {
             Backend::delta_conv_rule_norm(args);
             return;
         }
-        delta_step(args, {});
-    }
-    // DUET_CUDA_ROWS_READY=1: a decode token's mixer step starts on each unit once its rows of the
-    // in-projection are stored (mixer_rows_ready.h) instead of after the whole launch. Off by default
-    // until measured against the kernel's end on a GPU (bench/NOTES.md); read at each call, so that
-    // one binary runs both.
-    static bool rows_ready_on() {
-        const char* setting = std::getenv("DUET_CUDA_ROWS_READY");
-        return setting != nullptr && std::strcmp(setting, "1") == 0;
-    }
-    void mamba_in_proj_middle(std::span<const ProductOut> products, const float* x, const float* norm_weight,
-                              float eps, float* normed, const MambaMiddleArgs& args) override {
-        const auto split = rows_ready_on() ? cuda::mamba_rows_split(products, args) : std::nullopt;
-        if (const auto ready = in_proj_by_units(products, split, x, norm_weight, eps)) {
-            mamba_step(args, *ready);
-            return;
-        }
-        Backend::mamba_in_proj_middle(products, x, norm_weight, eps, normed, args);
-    }
-    void delta_in_proj_middle(std::span<const ProductOut> products, const float* x, const float* norm_weight,
-                              float eps, float* normed, const DeltaMiddleArgs& args) override {
-        const auto split = rows_ready_on() ? cuda::delta_rows_split(products, args) : std::nullopt;
-        if (const auto ready = in_proj_by_units(products, split, x, norm_weight, eps)) {
-            delta_step(args, *ready);
-            return;
-        }
-        Backend::delta_in_proj_middle(products, x, norm_weight, eps, normed, args);
+        Timed timed(*this, "delta_conv_rule_norm");
+        DeltaMiddleArgs a = args;
+        a.conv = device_conv_weights(args.conv);
+        a.rule = device_rule_weights(args.rule);
+        a.norm_weight = device_vector(args.norm_weight, args.rule.v_dim);
+        cuda::delta_step(a, stream_);
     }
     void attention(const AttentionArgs& args) override {
         Timed timed(*this, "attention");
@@ -854,63 +837,6 @@ private:
         cuda::moe_gate(a, stream_);
         return true;
     }
-    void mamba_step(const MambaMiddleArgs& args, const cuda::UnitsReady& ready) {
-        Timed timed(*this, "mamba_conv_scan_norm");
-        MambaMiddleArgs a = args;
-        a.conv = device_conv_weights(args.conv);
-        a.scan = device_scan_weights(args.scan);
-        a.norm_weight = device_vector(args.norm_weight, args.scan.heads * args.scan.head_dim);
-        cuda::mamba_step(a, stream_, ready);
-    }
-    void delta_step(const DeltaMiddleArgs& args, const cuda::UnitsReady& ready) {
-        Timed timed(*this, "delta_conv_rule_norm");
-        DeltaMiddleArgs a = args;
-        a.conv = device_conv_weights(args.conv);
-        a.rule = device_rule_weights(args.rule);
-        a.norm_weight = device_vector(args.norm_weight, args.rule.v_dim);
-        cuda::delta_step(a, stream_, ready);
-    }
-    // A decode token's mixer in-projection as `split` cuts it, in one grouped launch whose rows count
-    // themselves done by the mixer step's units; what the step then waits on. None (and nothing
-    // issued) without a split or where the grouped launch cannot take the products.
-    std::optional<cuda::UnitsReady> in_proj_by_units(std::span<const ProductOut> products,
-                                                     const std::optional<cuda::MixerRowsSplit>& cut, const float* x,
-                                                     const float* norm_weight, float eps) {
-        if (!cut) return std::nullopt;
-        const cuda::MixerRowsSplit& split = *cut;
-        const int64_t cols = products[0].w.cols;
-        const bool fits = split.ranges.size() <= static_cast<size_t>(cuda::kMatvecGroupMax) &&
-                          split.units <= kMaxReadyUnits && cuda::matvec_bf16_group_normable(cols) &&
-                          std::all_of(products.begin(), products.end(), [&](const ProductOut& p) {
-                              return p.w.dtype == DType::BF16 && p.w.cols == cols;
-                          });
-        if (!fits) return std::nullopt;
-        const float* norm = device_vector(norm_weight, cols);
-        std::vector<const uint16_t*> weights;
-        for (const ProductOut& p : products) {
-            weights.push_back(static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w))));
-        }
-        cuda::MatvecGroup group;
-        cuda::RowsReady ready;
-        for (const cuda::MixerRowRange& range : split.ranges) {
-            const ProductOut& p = products[static_cast<size_t>(range.product)];
-            const uint16_t* w = weights[static_cast<size_t>(range.product)] + range.first_row * cols;
-            if (!cuda::matvec_bf16_fusable(w, x, norm, cols)) return std::nullopt;
-            group.w[group.count] = w;
-            group.y[group.count] = p.out + range.first_row;
-            group.rows[group.count] = range.rows;
-            ready.rows_per_unit[group.count] = static_cast<int32_t>(range.rows_per_unit);
-            ready.fanout[group.count] = static_cast<int32_t>(range.fanout);
-            ++group.count;
-        }
-        Timed timed(*this, "matmul_group_normed");
-        ready.counters = static_cast<unsigned*>(zeroed_once(rows_ready_, kMaxReadyUnits * sizeof(unsigned)));
-        cuda::matvec_bf16_group_normed(group, x, norm, eps, cols, stream_, ahead_for_reader(x, 1, cols, norm_weight),
-                                       nullptr, ready);
-        return cuda::UnitsReady{ready.counters, static_cast<unsigned>(split.unit_rows())};
-    }
-    static constexpr int64_t kMaxReadyUnits = 1024;
-
     // `buffer`, made and zeroed on first use: counters and scratch that the kernels using them leave
     // zeroed after every launch.
     void* zeroed_once(DeviceBuffer& buffer, size_t bytes) {
@@ -1096,7 +1022,7 @@ private:
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_,
-        group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_, argmax_scratch_, rows_ready_;
+        group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_, argmax_scratch_;
 };
 
 }  // namespace

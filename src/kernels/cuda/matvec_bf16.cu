@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 #include <utility>
 
 #include "base/error.h"
@@ -103,32 +102,7 @@ struct GroupLaunch {
     float eps;
     NormAhead ahead;  // on: the input is rmsnorm(x) prepared ahead, x is not read
     float* keep;      // non-null (with a norm): block 0 also stores rmsnorm(x) there [8 · chunks]
-    RowsReady ready;  // counters non-null: the rows count themselves done by unit
 };
-
-// Counts rows [first, first + count) of a group's matrix done by unit (RowsReady), one release add a
-// unit they feed: by one thread, after a __syncthreads that follows the rows' stores, so that a reader
-// that sees the count also sees the rows (the pattern of count_block_last).
-__device__ __forceinline__ void count_rows_ready(unsigned* counters, int64_t rows_per_unit, int64_t fanout,
-                                                 int64_t first, int64_t count) {
-    auto add = [&](int64_t unit, unsigned rows) {
-        for (int64_t j = 0; j < fanout; ++j) {
-            asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counters + unit * fanout + j), "r"(rows)
-                         : "memory");
-        }
-    };
-    int64_t unit = first / rows_per_unit;
-    unsigned rows = 0;
-    for (int64_t r = first; r < first + count; ++r) {
-        if (r / rows_per_unit != unit) {
-            add(unit, rows);
-            unit = r / rows_per_unit;
-            rows = 0;
-        }
-        ++rows;
-    }
-    if (rows > 0) add(unit, rows);
-}
 
 // Row *row_id of a bf16 table ([.., 8 · chunks]; a negative id is a zero row) as an input read in
 // place: an embedding row needs no gather before the product. load(k) gives group k's 8 values.
@@ -345,9 +319,8 @@ void launch_pair(const NormedPair& pair, float eps, bool add, const NormAhead& a
                  PairLaunch{pair, y, rows, chunks, eps, ahead});
 }
 
-// The group's input is x, or rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed). With
-// kCountRows each block counts its rows done by unit (g.ready) once they are stored.
-template <int kLanes, Input kInput, bool kCountRows>
+// The group's input is x, or rmsnorm(x) with `norm_weight` (matvec_bf16_group_normed).
+template <int kLanes, Input kInput>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     matvec_bf16_group_kernel(GroupLaunch g) {
     int i = 0;
@@ -360,39 +333,21 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm)
     const float sum = finish_after_wait<kInput>(dot, g.x, g.norm_weight, g.eps, chunks, g.ahead,
                                                 blockIdx.x == 0 ? g.keep : nullptr);
     if (active && threadIdx.x % kLanes == 0) g.group.y[i][row] = sum;
-    if constexpr (kCountRows) {
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
-            const int64_t first = (int64_t(blockIdx.x) - g.first_block[i]) * kRowsPerBlock;
-            const int64_t count = rows - first < kRowsPerBlock ? rows - first : kRowsPerBlock;
-            count_rows_ready(g.ready.counters, g.ready.rows_per_unit[i], g.ready.fanout[i], first, count);
-        }
-    }
 }
 
 template <int kLanes>
 void launch_group(const MatvecGroup& group, const float4* x, const float4* norm_weight, float eps, int64_t chunks,
-                  const NormAhead& ahead, float* keep, const RowsReady& ready, cudaStream_t stream) {
+                  const NormAhead& ahead, float* keep, cudaStream_t stream) {
     constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
-    GroupLaunch g{group, {}, x, norm_weight, chunks, eps, ahead, keep, ready};
+    GroupLaunch g{group, {}, x, norm_weight, chunks, eps, ahead, keep};
     for (int i = 0; i < group.count; ++i) {
         g.first_block[i + 1] = g.first_block[i] + (group.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock;
     }
     const int64_t blocks = g.first_block[group.count];
     require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_group: ", blocks, " blocks exceed the grid limit");
-    const auto launch = [&](auto count_rows) {
-        constexpr bool kCountRows = decltype(count_rows)::value;
-        launch_for_input(input_of(norm_weight, ahead), matvec_bf16_group_kernel<kLanes, Input::Plain, kCountRows>,
-                         matvec_bf16_group_kernel<kLanes, Input::Normed, kCountRows>,
-                         matvec_bf16_group_kernel<kLanes, Input::Ahead, kCountRows>, blocks, chunks, stream,
-                         "matvec_bf16_group_kernel", g);
-    };
-    if (ready.counters != nullptr) {
-        launch(std::true_type{});
-    } else {
-        launch(std::false_type{});
-    }
+    launch_for_input(input_of(norm_weight, ahead), matvec_bf16_group_kernel<kLanes, Input::Plain>,
+                     matvec_bf16_group_kernel<kLanes, Input::Normed>, matvec_bf16_group_kernel<kLanes, Input::Ahead>,
+                     blocks, chunks, stream, "matvec_bf16_group_kernel", g);
 }
 
 // A SwiGLU's products of one input, y = silu(gate · x) · (up · x) (matvec_bf16_swiglu): a pair of rows
@@ -526,14 +481,14 @@ void check_group(const MatvecGroup& group, const float* x, const float* norm_wei
 }
 
 void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_weight, float eps, int64_t cols,
-                    const NormAhead& ahead, float* keep, const RowsReady& ready, cudaStream_t stream) {
+                    const NormAhead& ahead, float* keep, cudaStream_t stream) {
     const auto* x4 = reinterpret_cast<const float4*>(x);
     const auto* g4 = reinterpret_cast<const float4*>(norm_weight);
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {
-        case 32: launch_group<32>(group, x4, g4, eps, chunks, ahead, keep, ready, stream); break;
-        case 16: launch_group<16>(group, x4, g4, eps, chunks, ahead, keep, ready, stream); break;
-        default: launch_group<8>(group, x4, g4, eps, chunks, ahead, keep, ready, stream); break;
+        case 32: launch_group<32>(group, x4, g4, eps, chunks, ahead, keep, stream); break;
+        case 16: launch_group<16>(group, x4, g4, eps, chunks, ahead, keep, stream); break;
+        default: launch_group<8>(group, x4, g4, eps, chunks, ahead, keep, stream); break;
     }
 }
 
@@ -541,7 +496,7 @@ void dispatch_group(const MatvecGroup& group, const float* x, const float* norm_
 
 void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, cudaStream_t stream) {
     check_group(group, x, nullptr, cols, "matvec_bf16_group");
-    dispatch_group(group, x, nullptr, 0.0f, cols, NormAhead{}, nullptr, RowsReady{}, stream);
+    dispatch_group(group, x, nullptr, 0.0f, cols, NormAhead{}, nullptr, stream);
 }
 
 bool matvec_bf16_group_normable(int64_t cols) {
@@ -558,19 +513,12 @@ void require_normable(int64_t cols, const char* what) {
 }  // namespace
 
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
-                              int64_t cols, cudaStream_t stream, const NormAhead& ahead, float* keep,
-                              const RowsReady& ready) {
+                              int64_t cols, cudaStream_t stream, const NormAhead& ahead, float* keep) {
     require(norm_weight != nullptr, "matvec_bf16_group_normed: no norm weights");
     require_normable(cols, "matvec_bf16_group_normed");
     check_group(group, ahead.on() ? ahead.weighted : x, norm_weight, cols, "matvec_bf16_group_normed");
     require(keep == nullptr || aligned_16(keep), "matvec_bf16_group_normed: the kept norm must be 16-byte aligned");
-    if (ready.counters != nullptr) {
-        for (int i = 0; i < group.count; ++i) {
-            require(ready.rows_per_unit[i] >= 1 && ready.fanout[i] >= 1, "matvec_bf16_group_normed: matrix ", i,
-                    " counts its rows by ", ready.rows_per_unit[i], " a unit into ", ready.fanout[i], " units");
-        }
-    }
-    dispatch_group(group, x, norm_weight, eps, cols, ahead, keep, ready, stream);
+    dispatch_group(group, x, norm_weight, eps, cols, ahead, keep, stream);
 }
 
 void matvec_bf16_swiglu(const uint16_t* gate, const uint16_t* up, const float* x, const float* norm_weight, float eps,

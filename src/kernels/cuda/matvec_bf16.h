@@ -73,21 +73,8 @@ void matvec_bf16_group(const MatvecGroup& group, const float* x, int64_t cols, c
 // opting in, with room left for the kernel's own static shared memory (its block sum's partials).
 constexpr int64_t kGroupNormedMaxBytes = 47 * 1024;
 bool matvec_bf16_group_normable(int64_t cols);
-
-// Rows of a group that count themselves done by the unit of a later kernel's work that reads them
-// (a mixer's head or group), so that kernel may start on a unit as soon as its rows are stored
-// rather than wait for the whole launch (ops.h, UnitsReady). Row r of matrix i counts toward units
-// (r / rows_per_unit[i]) · fanout[i] + j for j < fanout[i]. The counters are zero before the launch,
-// and the reader sets them back to zero.
-struct RowsReady {
-    unsigned* counters = nullptr;
-    int32_t rows_per_unit[kMatvecGroupMax] = {};
-    int32_t fanout[kMatvecGroupMax] = {};
-};
-
 void matvec_bf16_group_normed(const MatvecGroup& group, const float* x, const float* norm_weight, float eps,
-                              int64_t cols, cudaStream_t stream, const NormAhead& ahead = {}, float* keep = nullptr,
-                              const RowsReady& ready = {});
+                              int64_t cols, cudaStream_t stream, const NormAhead& ahead = {}, float* keep = nullptr);
 
 // A SwiGLU's first products and activation in one launch: y = silu(W_gate · x') · (W_up · x'), x' = x
 // or, with `norm_weight`, rmsnorm(x) as in matvec_bf16_group_normed. Both matrices [rows, cols] on the

@@ -175,25 +175,16 @@ void ssm_scan_chunked(const SsmScanArgs& args, cudaStream_t stream);
 // (a thread block cluster), the norm's groups the scan's, head_dim ≤ 64, state_size ≤ 128 and a
 // multiple of 4, on a device with clusters.
 bool mamba_step_fits(const MambaMiddleArgs& args);
-// Where a mixer step finds its inputs ready without waiting for the whole launch before it: the
-// counters a group product (matvec_bf16.h, RowsReady) counts its rows into, one a unit of the step
-// (a Mamba-2 group, a Gated DeltaNet value head), each complete at `rows`. The step's blocks spin on
-// their unit's counter instead of waiting for the launch before, and set it back to zero once every
-// block of the unit has read its inputs. Without counters, the step waits for the launch before.
-struct UnitsReady {
-    unsigned* counters = nullptr;
-    unsigned rows = 0;
-};
 // Backend::mamba_conv_scan_norm for one token in one launch; every pointer device memory.
-// args.conv.out is not written. The units of `ready` are the groups.
-void mamba_step(const MambaMiddleArgs& args, cudaStream_t stream, const UnitsReady& ready = {});
+// args.conv.out is not written.
+void mamba_step(const MambaMiddleArgs& args, cudaStream_t stream);
 // Whether delta_step takes these arguments: one token without a ring history, k_dim ≤ 128, and a
 // key head's value heads in at most 8 blocks of 32 value columns (a cluster), on a device with
 // clusters.
 bool delta_step_fits(const DeltaMiddleArgs& args);
 // Backend::delta_conv_rule_norm for one token in one launch; every pointer device memory.
-// args.conv.out is not written. The units of `ready` are the value heads.
-void delta_step(const DeltaMiddleArgs& args, cudaStream_t stream, const UnitsReady& ready = {});
+// args.conv.out is not written.
+void delta_step(const DeltaMiddleArgs& args, cudaStream_t stream);
 // neg_exp_a_log, dt_bias: device. The chunked form (delta_rule_chunked) where args.chunk asks for it
 // and it fits, else the recurrence token by token (equal up to rounding); k_dim at most 256.
 void gated_delta_rule(const GatedDeltaArgs& args, cudaStream_t stream);

@@ -50,7 +50,7 @@ struct ConvChannel {
     }
     __device__ float finish(const CausalConvArgs& conv) {
         const int kernel = static_cast<int>(conv.kernel), history = kernel - 1;
-        input = __ldcg(conv.x + c);  // past L1: it may hold an earlier layer's row at this address
+        input = conv.x[c];
         float acc = bias;
 #pragma unroll
         for (int j = 0; j < kMaxKernel; ++j) {
@@ -67,35 +67,6 @@ struct ConvChannel {
     }
 };
 
-// Waits for the block's inputs: the launch before as a whole, or only the rows of the block's unit
-// (UnitsReady), its counter spun on by one thread with acquire loads. Inputs read after it are read
-// past L1 (__ldcg), which may hold an earlier layer's rows at the same addresses.
-__device__ void wait_for_unit(const UnitsReady& ready, int64_t unit) {
-    if (ready.counters == nullptr) {
-        wait_for_inputs();
-        return;
-    }
-    if (threadIdx.x == 0) {
-        // A count that never completes is a bug upstream: after a minute or more of polling the
-        // kernel stops with an error the host reports, rather than hang the device.
-        constexpr uint64_t kMaxPolls = uint64_t(1) << 27;
-        unsigned done = 0;
-        for (uint64_t polls = 0;; ++polls) {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(done) : "l"(ready.counters + unit) : "memory");
-            if (done >= ready.rows) break;
-            if (polls == kMaxPolls) __trap();
-        }
-    }
-    __syncthreads();
-}
-
-// Sets the counters of units [first, first + count) back to zero for the next launch that counts
-// into them: by one thread, once every block of those units has passed wait_for_unit.
-__device__ void reset_units(const UnitsReady& ready, int64_t first, int64_t count) {
-    if (ready.counters == nullptr || threadIdx.x != 0) return;
-    for (int64_t u = first; u < first + count; ++u) ready.counters[u] = 0;
-}
-
 // Σ of `value` over the blocks [first, first + count) of the cluster, each of which has stored its
 // own in `mine` (shared memory) before the cluster barrier this follows.
 __device__ float cluster_sum(const cg::cluster_group& cluster, float* mine, unsigned first, unsigned count) {
@@ -109,7 +80,7 @@ constexpr int kScanRowsPerWarp = 8;
 constexpr int64_t kMaxMambaHeadDim = kStepWarps * kScanRowsPerWarp;
 constexpr int64_t kMaxMambaState = 4 * kWarpSize;  // a lane holds one float4 of each state row
 
-__global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArgs m, UnitsReady ready) {
+__global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArgs m) {
     __shared__ float x_conv[kMaxMambaHeadDim], y_head[kMaxMambaHeadDim];
     __shared__ __align__(16) float b_conv[kMaxMambaState];
     __shared__ __align__(16) float c_conv[kMaxMambaState];
@@ -145,9 +116,9 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
     }
     const float dt_bias = s.dt_bias[h], a_h = s.a[h], d_h = s.d[h];
     const float norm_weight = threadIdx.x < hd ? m.norm_weight[h * hd + threadIdx.x] : 0.0f;
-    wait_for_unit(ready, g);  // launched early: nothing before this reads activations or writes anything
+    wait_for_inputs();  // launched early: nothing before this reads activations or writes anything
     allow_next_kernel();
-    const float dt_raw = __ldcg(s.dt + h), z = threadIdx.x < hd ? __ldcg(m.z + h * hd + threadIdx.x) : 0.0f;
+    const float dt_raw = s.dt[h], z = threadIdx.x < hd ? m.z[h * hd + threadIdx.x] : 0.0f;
 
 #pragma unroll
     for (int u = 0; u < kChannelsPerThread; ++u) {
@@ -224,7 +195,6 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
             const int64_t c = threadIdx.x + u * kStepThreads;
             if (c >= hd && c < hd + 2 * ns) channels[u].advance(m.conv);
         }
-        reset_units(ready, g, 1);
     }
 }
 
@@ -233,7 +203,7 @@ __global__ void __launch_bounds__(kStepThreads) mamba_step_kernel(MambaMiddleArg
 constexpr int kDeltaRowsPerWarp = 16;
 constexpr int64_t kMaxDeltaKeyDim = kStepWarps * kDeltaRowsPerWarp;
 
-__global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArgs m, UnitsReady ready) {
+__global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArgs m) {
     __shared__ float q_conv[kMaxDeltaKeyDim], k_conv[kMaxDeltaKeyDim], v_conv[kWarpSize];
     __shared__ float3 norms[kStepWarps];                // per warp: Σq², Σk², Σq·k of the raw vectors
     __shared__ float2 reduced[kStepWarps][kWarpSize];  // per warp and column: its rows' Sᵀk, Sᵀq
@@ -268,9 +238,9 @@ __global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArg
     }
     const float neg_exp_a_log = a.neg_exp_a_log[h], dt_bias = a.dt_bias[h];
     const float norm_weight = owns_column ? m.norm_weight[column] : 0.0f;
-    wait_for_unit(ready, h);  // launched early: nothing before this reads activations or writes anything
+    wait_for_inputs();  // launched early: nothing before this reads activations or writes anything
     allow_next_kernel();
-    const float a_in = __ldcg(a.a + h), b_in = __ldcg(a.b + h), z = owns_column ? __ldcg(m.z + h * dv + column) : 0.0f;
+    const float a_in = a.a[h], b_in = a.b[h], z = owns_column ? m.z[h * dv + column] : 0.0f;
 
 #pragma unroll
     for (int u = 0; u < kChannelsPerThread; ++u) {
@@ -347,8 +317,6 @@ __global__ void __launch_bounds__(kStepThreads) delta_step_kernel(DeltaMiddleArg
             const int64_t i = tid + u * kStepThreads;
             if (i < 2 * dk) channels[u].advance(m.conv);
         }
-        const int64_t ratio = a.v_heads / a.k_heads;
-        reset_units(ready, kh * ratio, ratio);
     }
 }
 
@@ -368,12 +336,12 @@ bool mamba_step_fits(const MambaMiddleArgs& m) {
            m.conv.channels == s.heads * s.head_dim + 2 * s.groups * s.state_size;
 }
 
-void mamba_step(const MambaMiddleArgs& m, cudaStream_t stream, const UnitsReady& ready) {
+void mamba_step(const MambaMiddleArgs& m, cudaStream_t stream) {
     require(mamba_step_fits(m), "mamba_step: ", m.scan.n, " tokens of ", m.scan.heads, " heads of ", m.scan.head_dim,
             " in ", m.scan.groups, " groups, ", m.scan.state_size, " states, do not fit the one-launch step");
     launch_early_in_clusters(static_cast<unsigned>(m.scan.heads / m.scan.groups), mamba_step_kernel,
                              dim3(static_cast<unsigned>(m.scan.heads)), dim3(kStepThreads), 0, stream,
-                             "mamba_step_kernel", m, ready);
+                             "mamba_step_kernel", m);
 }
 
 bool delta_step_fits(const DeltaMiddleArgs& m) {
@@ -387,14 +355,14 @@ bool delta_step_fits(const DeltaMiddleArgs& m) {
            m.conv.channels == 2 * a.k_heads * a.k_dim + a.v_heads * a.v_dim;
 }
 
-void delta_step(const DeltaMiddleArgs& m, cudaStream_t stream, const UnitsReady& ready) {
+void delta_step(const DeltaMiddleArgs& m, cudaStream_t stream) {
     const GatedDeltaArgs& a = m.rule;
     require(delta_step_fits(m), "delta_step: ", a.n, " tokens of ", a.v_heads, " value heads of ", a.v_dim, " over ",
             a.k_heads, " key heads of ", a.k_dim, " do not fit the one-launch step");
     const int64_t slices = (a.v_dim + kWarpSize - 1) / kWarpSize;
     launch_early_in_clusters(static_cast<unsigned>(a.v_heads / a.k_heads * slices), delta_step_kernel,
                              dim3(static_cast<unsigned>(a.v_heads * slices)), dim3(kStepThreads), 0, stream,
-                             "delta_step_kernel", m, ready);
+                             "delta_step_kernel", m);
 }
 
 }  // namespace duet::cuda

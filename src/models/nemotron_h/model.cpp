@@ -78,6 +78,8 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
                  int64_t slot, float* h, int64_t n, Scratch& sc) {
     const int64_t rows = c.in_proj_rows(), inner = c.mamba_inner(), conv_dim = c.conv_dim();
     float* zxbcdt = sc.projected.data();
+    NormedInput(b, h, n, norm.data(), c.norm_eps, sc.normed.data()).product(w.in_proj, zxbcdt);
+    b.mark("mamba: norm, in_proj", Backend::MarkLevel::Op);
     const bool record = s.history_capacity() >= n;
     MambaMiddleArgs m;
     m.conv.x = zxbcdt + inner;
@@ -112,8 +114,8 @@ void mamba_mixer(const Config& c, Backend& b, const MambaWeights& w, const std::
     m.norm_weight = w.norm.data();
     m.norm_groups = c.mamba_groups;
     m.eps = c.norm_eps;
-    NormedInput(b, h, n, norm.data(), c.norm_eps, sc.normed.data()).products_then({{w.in_proj, zxbcdt}}, m);
-    b.mark("mamba: norm, in_proj, conv, scan, gated norm", Backend::MarkLevel::Op);
+    b.mamba_conv_scan_norm(m);
+    b.mark("mamba: conv, scan, gated norm", Backend::MarkLevel::Op);
     b.matmul_fused(w.out_proj, sc.inner.data(), n, h, kAddToStream);
 }
 

@@ -71,6 +71,9 @@ struct Scratch {
 void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWeights& w, State& s, int64_t slot,
                             const NormedInput& xn, int64_t chunk, Scratch& sc, float* h) {
     const int64_t n = xn.tokens(), conv_dim = c.conv_dim(), v_width = c.linear_v_width();
+    xn.products({{w.qkv, sc.projected.data()}, {w.z, sc.gate.data()}, {w.b, sc.beta_in.data()},
+                 {w.a, sc.decay_in.data()}});
+    b.mark("delta: norm, in_proj", Backend::MarkLevel::Op);
     DeltaMiddleArgs m;
     m.conv.x = sc.projected.data();
     m.conv.x_stride = conv_dim;
@@ -100,10 +103,8 @@ void linear_attention_mixer(const Config& c, Backend& b, const LinearAttentionWe
     m.z_stride = v_width;
     m.norm_weight = w.norm.data();
     m.eps = c.norm_eps;
-    xn.products_then({{w.qkv, sc.projected.data()}, {w.z, sc.gate.data()}, {w.b, sc.beta_in.data()},
-                      {w.a, sc.decay_in.data()}},
-                     m);
-    b.mark("delta: norm, in_proj, conv, rule, gated norm", Backend::MarkLevel::Op);
+    b.delta_conv_rule_norm(m);
+    b.mark("delta: conv, rule, gated norm", Backend::MarkLevel::Op);
     b.matmul_fused(w.out, sc.inner.data(), n, h, FusedProduct{nullptr, 0.0f, true});
 }
 
