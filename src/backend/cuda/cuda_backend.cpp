@@ -746,8 +746,12 @@ private:
         const int64_t max_tiles = cuda::max_expert_row_tiles(slots, experts);
         static_assert(sizeof(cuda::ExpertRowTile) == 3 * sizeof(int32_t));
         int32_t* maps = int_scratch(group_maps_, static_cast<size_t>(2 * slots + 1 + 3 * max_tiles));
-        const cuda::ExpertGroupsOnDevice groups{maps, maps + slots, reinterpret_cast<cuda::ExpertRowTile*>(maps + 2 * slots + 1),
-                                                maps + 2 * slots};
+        const cuda::ExpertGroupsOnDevice groups{
+            .row_of_slot = maps,
+            .token_of_row = maps + slots,
+            .tiles = reinterpret_cast<cuda::ExpertRowTile*>(maps + 2 * slots + 1),
+            .tile_count = maps + 2 * slots,
+        };
         cuda::group_slots_by_expert(chosen, slots, k, experts, groups, stream_);
 
         uint16_t* x_hi = half_scratch(group_hi_, static_cast<size_t>(slots * std::max(hidden, inter)));
