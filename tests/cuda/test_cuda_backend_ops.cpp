@@ -959,13 +959,16 @@ TEST_F(CudaBackendOps, MixturesOfExpertsBothRoutings) {
     expect_experts_agree(1, 2688, 64, 128, 1e-5);      // Nemotron-H's hidden width: first rows in one round
 }
 
-// The down launch's tiles (rows of up to 64 groups from up to 9 sources: Qwen3.5-MoE's widths and
-// narrower) and the kernel it leaves longer rows and more sources to.
-TEST_F(CudaBackendOps, MixturesOfExpertsDownTilesAndBeyond) {
+// The down launch by parts of rows (short rows of up to 64 groups from up to 9 sources, Qwen3.5-MoE's
+// widths; long rows of 128 or more groups in up to 8 parts, Nemotron-H's, whose shared expert's rows
+// take two) and the kernel it leaves other rows and more sources to.
+TEST_F(CudaBackendOps, MixturesOfExpertsDownByParts) {
     for (int64_t n : {1, 3}) {
-        expect_experts_agree(n, 72, 512, 512, 1e-5, ExpertChoice{16, 8, 1, 1, 0});  // a tile's widest rows
+        expect_experts_agree(n, 72, 512, 512, 1e-5, ExpertChoice{16, 8, 1, 1, 0});  // short rows, 9 parts
         expect_experts_agree(n, 64, 520, 64, 1e-5, ExpertChoice{16, 8, 1, 1, 0});  // 65 groups: 16 lanes a row
         expect_experts_agree(n, 64, 24, 40, 1e-5, ExpertChoice{32, 12, 1, 1, 0});  // 13 sources: 8 lanes a row
+        expect_experts_agree(n, 40, 1856, 3712, 1e-5, ExpertChoice{16, 6, 1, 1, 0});  // 232 and 2 × 232 groups
+        expect_experts_agree(n, 40, 1024, 2048, 1e-5, ExpertChoice{16, 8, 1, 1, 0});  // 9 long parts: 32 lanes
     }
 }
 

@@ -11,6 +11,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/early_launch.cuh"
 #include "kernels/cuda/norm_ahead.cuh"
+#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -84,15 +85,12 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
 constexpr int kMaxDownSources = 65;
 
 // A token's sources of the down launch (its chosen experts, then the shared one where there is
-// one), the 16-byte groups of source j's row and input, and all its sources' input groups.
+// one) and the 16-byte groups of source j's row and input.
 __host__ __device__ __forceinline__ int64_t down_sources(const ExpertDownArgs& a) {
     return a.k + (a.shared_index >= 0 ? 1 : 0);
 }
 __host__ __device__ __forceinline__ int64_t down_source_chunks(const ExpertDownArgs& a, int64_t j) {
     return j < a.k ? a.routed_chunks : a.shared_chunks;
-}
-__host__ __device__ __forceinline__ int64_t down_input_groups(const ExpertDownArgs& a) {
-    return a.k * a.routed_chunks + (a.shared_index >= 0 ? a.shared_chunks : 0);
 }
 
 // Token `token`'s sources of the down launch, looked up once a block into shared memory (so that a
@@ -180,67 +178,115 @@ __global__ void __launch_bounds__(kSourceWarps* kWarpSize, kMinBlocks) expert_do
     }
 }
 
-// The same sum for short rows, kRows rows a block, a whole warp each over up to kSources sources of
-// at most kLoads · 32 groups, every weight load of a row in flight at once. The block stages every
-// source's input in shared memory once, after the wait: read by each of a few rows' warps from L2
-// instead, the inputs (f32) were as many bytes as the weights (bf16), and each came in its own trip
-// after the weights.
-template <int kRows, int kLoads, int kSources, int kMinBlocks>
-__global__ void __launch_bounds__(kRows* kWarpSize, kMinBlocks) expert_down_tile_kernel(ExpertDownArgs a) {
-    extern __shared__ float4 staged[];  // lower halves of every source's groups, then the upper halves
-    __shared__ const uint4* matrix[kSources];
-    __shared__ float weight[kSources];
+// The same sum by parts of rows: each source's row is cut into parts of at most one round of kLoads
+// loads a lane, and a block of one warp a part reads kRows rows of every part at once, all of its
+// loads out before the wait. A warp looks up its own source (no barrier before its loads) and pays
+// that look-up once for the block's kRows rows, reads each of its input groups once for all of them,
+// and the parts' sums meet in shared memory, added in the parts' order. One warp a row and source,
+// in one round, is how the first launch reads; the kernel above, whose warps each take several
+// sources in turn, read Nemotron-H's down rows at 0.58 of the DRAM peak alone where the first launch
+// read the same bytes at 0.70.
+template <int kLoads>
+__host__ __device__ __forceinline__ int64_t parts_of_row(int64_t chunks) {
+    constexpr int64_t kGroups = int64_t(kLoads) * kWarpSize;
+    return (chunks + kGroups - 1) / kGroups;
+}
+template <int kLoads>
+__host__ __device__ __forceinline__ int64_t down_parts(const ExpertDownArgs& a) {
+    return a.k * parts_of_row<kLoads>(a.routed_chunks) +
+           (a.shared_index >= 0 ? parts_of_row<kLoads>(a.shared_chunks) : 0);
+}
+
+// Part `part` of a token's sources: its source (k: the shared expert) and its groups [first, first + count).
+struct DownPart {
+    int64_t source, first, count;
+};
+template <int kLoads>
+__device__ __forceinline__ DownPart down_part(const ExpertDownArgs& a, int64_t part) {
+    const int64_t routed_parts = parts_of_row<kLoads>(a.routed_chunks);
+    const bool routed = part < a.k * routed_parts;
+    const int64_t chunks = routed ? a.routed_chunks : a.shared_chunks;
+    const int64_t parts = routed ? routed_parts : parts_of_row<kLoads>(a.shared_chunks);
+    const int64_t index = routed ? part % routed_parts : part - a.k * routed_parts;
+    const int64_t per = (chunks + parts - 1) / parts;  // parts of even size: no short last one
+    const int64_t first = index * per;
+    return {routed ? part / routed_parts : a.k, first, min(per, chunks - first)};
+}
+
+template <int kRows, int kLoads, int kMaxWarps, int kMinBlocks>
+__global__ void __launch_bounds__(kMaxWarps* kWarpSize, kMinBlocks)
+    expert_down_parts_kernel(ExpertDownArgs a, bool one_wave) {
+    __shared__ float part_sums[kMaxWarps][kRows];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    const int64_t token = blockIdx.y;
-    const int64_t row = int64_t(blockIdx.x) * kRows + warp;
-    const bool active = row < a.rows;
-    const bool owner = active && lane == 0;
-    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
-    const int sources = look_up_sources(a, token, matrix, weight);
-    uint4 w[kSources][kLoads];
+    const int64_t token = blockIdx.y, first_row = int64_t(blockIdx.x) * kRows;
+    const DownPart p = down_part<kLoads>(a, warp);
+    const bool routed = p.source < a.k;
+    const int64_t chunks = routed ? a.routed_chunks : a.shared_chunks;
+    // The routing was written before the first launch's blocks passed their wait (see look_up_sources).
+    const int64_t slot = token * a.k + p.source;
+    const auto* matrix = static_cast<const uint4*>(a.down[routed ? __ldcg(a.expert_of + slot) : a.shared_index]);
+    uint4 w[kRows][kLoads];
 #pragma unroll
-    for (int j = 0; j < kSources; ++j) {
-        if (j < sources && active) {
-            const uint4* m = matrix[j] + row * down_source_chunks(a, j);
+    for (int r = 0; r < kRows; ++r) {
+        // A row past the end reads the last one again (its sum is not stored).
+        const uint4* row = matrix + min(first_row + r, a.rows - 1) * chunks + p.first;
 #pragma unroll
-            for (int u = 0; u < kLoads; ++u) {
-                if (lane + u * kWarpSize < down_source_chunks(a, j)) w[j][u] = __ldcs(m + lane + u * kWarpSize);
-            }
+        for (int l = 0; l < kLoads; ++l) {
+            if (lane + l * kWarpSize < p.count) w[r][l] = __ldcs(row + lane + l * kWarpSize);
         }
     }
+    const float weight = routed ? __ldcg(a.weights + slot)
+                         : a.shared_gate_logit != nullptr ? sigmoid(__ldcg(a.shared_gate_logit + token))
+                                                          : 1.0f;
+    const int64_t own_row = first_row + lane;
+    const bool owner = warp == 0 && lane < kRows && own_row < a.rows;  // the lanes that add the rows to the stream
+    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + own_row) : 0.0f;
     wait_for_inputs();  // the expert outputs are the first launch's
-    // Qwen3.5-MoE's 2048 rows are one wave on an H100 or H200, every block already resident: the
-    // next kernel (the next layer's in-projection) may launch now, its blocks taking the room left
-    // and requesting their weights.
-    // Measured on an H100: a Drama 3 frame 3.462-3.479 ms against 3.489-3.507 released at the end.
-    allow_next_kernel();
-    const int64_t routed_groups = a.k * a.routed_chunks, groups = down_input_groups(a);
-    const float4* routed = reinterpret_cast<const float4*>(a.routed_mid + token * routed_groups * 8);
-    const float4* shared = reinterpret_cast<const float4*>(a.shared_mid + token * a.shared_chunks * 8);
-    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-        const float4* group = g < routed_groups ? routed + 2 * g : shared + 2 * (g - routed_groups);
-        staged[g] = __ldg(group);
-        staged[groups + g] = __ldg(group + 1);
+    // Every block of a one-wave launch is resident already: the next kernel (the next layer's
+    // in-projection) may launch now, its blocks taking the room left and requesting their weights.
+    // Measured on an H100: a Drama 3 frame 3.393-3.399 ms against 3.399-3.418 released at the end.
+    if (one_wave) allow_next_kernel();
+    const float* mid = routed ? a.routed_mid + slot * a.routed_chunks * 8 : a.shared_mid + token * a.shared_chunks * 8;
+    const PlainInput input{reinterpret_cast<const float4*>(mid + p.first * 8)};
+    float dot[kRows] = {};
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+        if (lane + l * kWarpSize < p.count) {
+            float4 lo, hi;
+            input.load(lane + l * kWarpSize, lo, hi);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) dot[r] = dot8(w[r][l], lo, hi, dot[r]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const float sum = warp_sum(dot[r]);
+        if (lane == 0) part_sums[warp][r] = weight * sum;
     }
     __syncthreads();
-    float sum = 0.0f;  // this lane's share of Σ_j weight_j · (row_j · input_j)
-#pragma unroll
-    for (int j = 0; j < kSources; ++j) {
-        if (j < sources && active) {
-            const float4* lower = staged + j * a.routed_chunks;
-            float dot = 0.0f;
-#pragma unroll
-            for (int u = 0; u < kLoads; ++u) {
-                const int c = lane + u * kWarpSize;
-                if (c < down_source_chunks(a, j)) dot = dot8(w[j][u], lower[c], lower[groups + c], dot);
-            }
-            sum += weight[j] * dot;
-        }
+    allow_next_kernel();
+    if (warp != 0) return;
+    float sum = 0.0f;
+    if (owner) {
+        for (int w = 0; w < static_cast<int>(blockDim.x / kWarpSize); ++w) sum += part_sums[w][lane];
     }
-    sum = warp_sum(sum);
-    const float value = owner ? a.out[token * a.rows + row] + sum : 0.0f;
-    if (owner) a.out[token * a.rows + row] = value;
-    if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
+    const float value = owner ? a.out[token * a.rows + own_row] + sum : 0.0f;
+    if (owner) a.out[token * a.rows + own_row] = value;
+    if (a.ahead.on()) write_norm_ahead(a.ahead, owner, own_row, value, ahead_weight);
+}
+
+// Launches the parts kernel; false where a token's parts would need more warps than its blocks have.
+template <int kRows, int kLoads, int kMaxWarps, int kMinBlocks>
+bool launch_down_parts(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
+    const int64_t parts = down_parts<kLoads>(a);
+    if (parts > kMaxWarps) return false;
+    const auto kernel = expert_down_parts_kernel<kRows, kLoads, kMaxWarps, kMinBlocks>;
+    const int64_t row_blocks = (a.rows + kRows - 1) / kRows;
+    const int threads = static_cast<int>(parts * kWarpSize);
+    const bool one_wave = row_blocks * tokens <= resident_blocks(kernel, threads);
+    launch_early(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(tokens)),
+                 dim3(static_cast<unsigned>(threads)), 0, stream, "expert_down_parts_kernel", a, one_wave);
+    return true;
 }
 
 template <bool kSwiglu, int kLanes, int kLoads>
@@ -263,24 +309,6 @@ void launch_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
                  dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock),
                       static_cast<unsigned>(tokens)),
                  dim3(kSourceWarps * kWarpSize), 0, stream, "expert_down_kernel", a);
-}
-
-// The staged inputs of a tile block: under the 48 KiB a launch gets without opting in, with room
-// left for the block's look-ups.
-constexpr size_t kTileMaxStagedBytes = 47 * 1024;
-
-// Launches the tile kernel; false where its sources, their rows or their staged inputs would not fit.
-template <int kRows, int kLoads, int kSources, int kMinBlocks>
-bool launch_down_tiles(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
-    const size_t bytes = size_t(down_input_groups(a)) * 2 * sizeof(float4);
-    constexpr int64_t kMaxChunks = int64_t(kLoads) * kWarpSize;
-    if (down_sources(a) > kSources || a.routed_chunks > kMaxChunks || a.shared_chunks > kMaxChunks ||
-        bytes > kTileMaxStagedBytes)
-        return false;
-    launch_early(expert_down_tile_kernel<kRows, kLoads, kSources, kMinBlocks>,
-                 dim3(static_cast<unsigned>((a.rows + kRows - 1) / kRows), static_cast<unsigned>(tokens)),
-                 dim3(kRows * kWarpSize), bytes, stream, "expert_down_tile_kernel", a);
-    return true;
 }
 
 }  // namespace
@@ -316,18 +344,23 @@ void expert_down(const ExpertDownArgs& a, int64_t tokens, cudaStream_t stream) {
             "expert_down: inputs must be aligned 16-byte groups");
     require(!a.ahead.on() || tokens == 1, "expert_down: a norm is prepared ahead for one token, not ", tokens);
     if (tokens == 0 || a.rows == 0) return;
-    // Rows of up to 64 groups (Qwen3.5-MoE's 64) and up to 9 sources (its 8 chosen and the shared
-    // one) go by tiles of 8 rows, a warp a row, all of its 18 loads a lane at once; 2 blocks an SM
-    // (104 registers) make Qwen3.5-MoE's 2048 rows one wave. Measured on an H100 against the kernel
-    // below: alone 14.1-14.5 µs a layer against 18.1-18.2 (ncu), a Drama 3 frame 3.497-3.501 ms against
-    // 3.610-3.616; tiles of 4 rows 3.518-3.519, the kernel below with a whole warp a row 3.580-3.586.
-    if (launch_down_tiles<8, 2, 9, 2>(a, tokens, stream)) return;
+    // Rows of up to 64 groups (Qwen3.5-MoE's 64) from up to 9 sources (its 8 chosen and the shared
+    // one): blocks of 8 rows, 2 loads a lane of each, 2 blocks an SM (96 registers), so that
+    // Qwen3.5-MoE's 2048 rows are one wave. Measured on an H100 against tiles of 8 rows (a warp a row
+    // over every source, its inputs staged in shared memory): a Drama 3 frame 3.393-3.399 ms against
+    // 3.444-3.459; with the next kernel released only at the end, 8 rows a block 3.399-3.418, 4 rows
+    // at 3 an SM 3.412-3.417, 16 rows at 1 an SM 3.422-3.425.
+    if (a.routed_chunks <= 64 && a.shared_chunks <= 64 && launch_down_parts<8, 2, 9, 2>(a, tokens, stream)) return;
+    // Rows of 128 or more groups from up to 8 parts (Nemotron-H's six chosen rows of 232 groups and
+    // the shared expert's 464 in two): 8 loads a lane, blocks of 2 rows at 2 an SM (118 registers).
+    // Measured on an H100 against the kernel below: a Nemotron-H token 2.767-2.770 ms against
+    // 2.829-2.840; 1 row a block at 4 an SM 2.770-2.774, 3 rows at 2 an SM 2.774-2.786, 4 rows at 1
+    // an SM 2.804-2.806, 2 rows at 3 an SM (80 registers, some spilled) 2.810-2.812.
+    if (row_lanes(a.routed_chunks) == 32 && launch_down_parts<2, 8, 8, 2>(a, tokens, stream)) return;
     switch (row_lanes(a.routed_chunks)) {
-        // Rows of 128 or more groups: 8 loads a lane read up to 256 groups (Nemotron-H's 232) at once.
-        // Shorter rows take three sources at a time. A row's sources are shared out over the block's
-        // warps: 4 for Nemotron-H's 7 (measured faster than 2, 7 or 8). Nemotron-H's 2688 blocks take
-        // several waves: at 6 blocks an SM (80 registers) they ran 0.05 ms a token faster than at 8
-        // (64 registers).
+        // Rows of 128 or more groups: 8 loads a lane read up to 256 groups at once. Shorter rows take
+        // three sources at a time. A row's sources are shared out over the block's warps (4 were
+        // measured faster than 2, 7 or 8 for Nemotron-H's 7, before the parts kernel took them).
         case 32: launch_down<32, 8, 1, 4, 6>(a, tokens, stream); break;
         case 16: launch_down<16, 4, 3, 3, 8>(a, tokens, stream); break;
         default: launch_down<8, 4, 3, 3, 8>(a, tokens, stream); break;
