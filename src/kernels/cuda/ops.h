@@ -86,6 +86,9 @@ struct ExpertFirstArgs {
     const void* const* first = nullptr;   // [inter, hidden] each: relu² experts' up, or SwiGLU's gate
     const void* const* second = nullptr;  // SwiGLU's up; null for relu² experts
     const int32_t* expert_of = nullptr;   // [routed_slots]: the expert of each token's chosen slots
+    // Or, where the gate wrote them (one token), each slot's matrices themselves: no look-up in `first`.
+    const void* const* slot_first = nullptr;
+    const void* const* slot_second = nullptr;
     int64_t routed_slots = 0, slots_per_token = 0;
     int64_t routed_rows = 0, shared_rows = 0;
     int64_t chunks = 0;  // hidden / 8
@@ -209,11 +212,21 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64
                         int32_t* chosen, float* weights, cudaStream_t stream);
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream);
+// Where a one-token gate also writes each chosen slot's matrices (from the experts' tables), so
+// that the experts' first launch finds them in one trip to memory instead of two. Off: `first` null.
+struct SlotMatrices {
+    const void* const* first_table = nullptr;   // [experts]
+    const void* const* second_table = nullptr;  // [experts] or null
+    const void** first = nullptr;               // [top_k]
+    const void** second = nullptr;              // [top_k] (with second_table)
+};
+// The most experts whose matrices the one-launch gate writes for the chosen slots (one a thread).
+constexpr int64_t kGateSlotMatricesMaxExperts = 256;
 // A decode token's gate in one launch: normed = rmsnorm(x) · norm_weight (stored for the experts),
 // logits = router · normed, gate_logit = gate_row · normed when gate_row is given (the shared
 // expert's gate), then the routing of route_sigmoid_topk (sigmoid) or route_softmax_topk (top_k and
-// normalize of `routing`) into chosen and weights. blocks_done: a device counter that is zero
-// before the launch (the launch leaves it zero).
+// normalize of `routing`) into chosen and weights, and the chosen slots' matrices where slot_matrices
+// is on. blocks_done: a device counter that is zero before the launch (the launch leaves it zero).
 struct MoeGateArgs {
     const float* x = nullptr;
     const float* norm_weight = nullptr;
@@ -231,6 +244,7 @@ struct MoeGateArgs {
     float* weights = nullptr;     // [top_k]
     unsigned* blocks_done = nullptr;
     NormAhead ahead;  // on: rmsnorm(x) was prepared by the kernel that wrote x (norm_ahead.h)
+    SlotMatrices slot_matrices;  // experts at most kGateSlotMatricesMaxExperts
 };
 bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k);
 void moe_gate(const MoeGateArgs& args, cudaStream_t stream);

@@ -63,9 +63,19 @@ __global__ void __launch_bounds__(kThreads) expert_first_kernel(ExpertFirstArgs 
         wait_for_inputs();
     } else {
         wait_for_inputs();  // the expert is chosen by the kernel before
-        expert = a.expert_of[s.slot];
-        first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
-        if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
+        if (a.slot_first != nullptr) {
+            // Read past L1, which may still hold the last layer's.
+            const auto* slot_first = reinterpret_cast<const unsigned long long*>(a.slot_first);
+            first.start(reinterpret_cast<const uint4*>(__ldcg(slot_first + s.slot)) + offset, count);
+            if (kSwiglu) {
+                const auto* slot_second = reinterpret_cast<const unsigned long long*>(a.slot_second);
+                second.start(reinterpret_cast<const uint4*>(__ldcg(slot_second + s.slot)) + offset, count);
+            }
+        } else {
+            expert = a.expert_of[s.slot];
+            first.start(static_cast<const uint4*>(a.first[expert]) + offset, count);
+            if (kSwiglu) second.start(static_cast<const uint4*>(a.second[expert]) + offset, count);
+        }
     }
     // The down launch may start now: its blocks look up the routing and request their first rows
     // while this launch streams (see expert_down_kernel).

@@ -133,10 +133,25 @@ struct ThreadBias {
     }
 };
 
+// The chosen slots' matrices as a gate writes them (SlotMatrices), from the experts' table entries
+// its block holds in shared memory; off where `first` is null.
+struct SlotWrites {
+    const void* const* first_of = nullptr;   // [experts], shared memory
+    const void* const* second_of = nullptr;  // [experts], shared memory, or null
+    const void** first = nullptr;
+    const void** second = nullptr;
+    __device__ __forceinline__ void write(int slot, int expert) const {
+        if (first == nullptr) return;
+        first[slot] = first_of[expert];
+        if (second != nullptr) second[slot] = second_of[expert];
+    }
+};
+
 // One token's sigmoid routing by the whole block of kThreads: `logits` [experts] (any memory the
 // block may read), `chosen` and `weights` [top_k].
 __device__ void route_sigmoid_token(const float* logits, const ThreadBias& bias, int experts,
-                                    const MoeRouting& routing, int32_t* chosen, float* weights) {
+                                    const MoeRouting& routing, int32_t* chosen, float* weights,
+                                    const SlotWrites& slots = {}) {
     __shared__ float score[kMaxExperts], choice[kMaxExperts];
     __shared__ bool taken[kMaxExperts];
     __shared__ float group_score[kMaxGroups];
@@ -183,6 +198,7 @@ __device__ void route_sigmoid_token(const float* logits, const ThreadBias& bias,
         for (int i = threadIdx.x; i < k; i += kWarpSize) {
             chosen[i] = order[i];
             weights[i] = score[order[i]] / denominator * routing.scale;
+            slots.write(i, order[i]);
         }
     }
 }
@@ -198,7 +214,7 @@ __global__ void route_sigmoid_kernel(const float* logits, const float* bias, int
 
 // One token's softmax routing by the whole block, as route_sigmoid_token.
 __device__ void route_softmax_token(const float* logits, int experts, int top_k, bool normalize, int32_t* chosen,
-                                    float* weights) {
+                                    float* weights, const SlotWrites& slots = {}) {
     __shared__ float p[kMaxExperts];
     __shared__ bool taken[kMaxExperts];
     __shared__ float shared[32];
@@ -231,6 +247,7 @@ __device__ void route_softmax_token(const float* logits, int experts, int top_k,
                 if (i < top_k) {
                     chosen[i] = order[i];
                     weights[i] = part[r] / sum;
+                    slots.write(i, order[i]);
                 }
             }
         }
@@ -256,6 +273,7 @@ __device__ void route_softmax_token(const float* logits, int experts, int top_k,
         for (int i = threadIdx.x; i < top_k; i += kWarpSize) {
             chosen[i] = order[i];
             weights[i] = normalize ? p[order[i]] / chosen_sum : p[order[i]];
+            slots.write(i, order[i]);
         }
     }
 }
@@ -305,6 +323,16 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     }
     ThreadBias thread_bias;
     if (kSigmoid) thread_bias.load(a.bias, static_cast<int>(a.experts));
+    // This thread's expert's matrices, for the slot writes of the last block: loaded by every block,
+    // as none knows before its end whether it will be the last.
+    const SlotMatrices& sm = a.slot_matrices;
+    const bool writes_slots = sm.first != nullptr;
+    const void* first_of = nullptr;
+    const void* second_of = nullptr;
+    if (writes_slots && threadIdx.x < a.experts) {
+        first_of = sm.first_table[threadIdx.x];
+        if (sm.second_table != nullptr) second_of = sm.second_table[threadIdx.x];
+    }
     // The experts' launch may start now: its shared expert's blocks stream their weights while the
     // routing is found, and the rest wait for it.
     allow_next_kernel();
@@ -373,13 +401,21 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     if (threadIdx.x == 0) last = count_block_last(a.blocks_done, gridDim.x);
     __syncthreads();
     if (!last) return;
+    __shared__ const void* firsts[kThreads];
+    __shared__ const void* seconds[kThreads];
     for (int e = threadIdx.x; e < a.experts; e += kThreads) routed_logits[e] = __ldcg(a.logits + e);
+    if (writes_slots) {
+        firsts[threadIdx.x] = first_of;
+        seconds[threadIdx.x] = second_of;
+    }
     __syncthreads();
+    const SlotWrites slots{firsts, seconds, writes_slots ? sm.first : nullptr, sm.second};
     if (kSigmoid) {
-        route_sigmoid_token(routed_logits, thread_bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights);
+        route_sigmoid_token(routed_logits, thread_bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights,
+                            slots);
     } else {
         route_softmax_token(routed_logits, static_cast<int>(a.experts), static_cast<int>(a.routing.top_k),
-                            a.routing.normalize, a.chosen, a.weights);
+                            a.routing.normalize, a.chosen, a.weights, slots);
     }
     if (threadIdx.x == 0) *a.blocks_done = 0;  // ready for the next launch
 }
@@ -427,6 +463,9 @@ void moe_gate(const MoeGateArgs& a, cudaStream_t stream) {
                 a.routing.groups_kept <= kMaxGroups,
             "moe_gate: ", a.experts, " experts of ", a.hidden, " values, top ", a.routing.top_k,
             " do not fit the one-launch gate");
+    static_assert(kGateSlotMatricesMaxExperts <= kThreads, "a gate thread holds one expert's matrices");
+    require(a.slot_matrices.first == nullptr || a.experts <= kGateSlotMatricesMaxExperts, "moe_gate: ", a.experts,
+            " experts exceed the ", kGateSlotMatricesMaxExperts, " whose matrices the gate writes for its slots");
     const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
     const auto blocks = static_cast<unsigned>((rows + kGateRowsPerBlock - 1) / kGateRowsPerBlock);
     const bool ahead = a.ahead.on();
