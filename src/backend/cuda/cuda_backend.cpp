@@ -586,18 +586,19 @@ public:
         if (!grouped(n, w.up[0]) && two_launch_layer(x, n, k, w.up[0], has_shared ? &w.shared_up : nullptr)) {
             first = first_args(x, n, k, chosen, with_shared(w.up, w.shared_up), nullptr, inter, w.shared_up.rows);
         }
+        const std::vector<MatrixView> down = with_shared(w.down, w.shared_down);
         Gate gate{in, w.router, nullptr, true, bias, routing, logits, nullptr, chosen, weights};
-        gate.slots = slot_matrices_for(first, n, experts, k);
-        if (gate_in_one_launch(gate, n)) {
-            if (first) use_slot_matrices(*first, gate.slots);
-        } else {
+        gate.slots = slot_matrices_for(first, down, n, experts, k);
+        const bool one_launch_gate = gate_in_one_launch(gate, n);  // which writes the slots' matrices
+        if (!one_launch_gate) {
             rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);
             matmul(w.router, x, n, logits);
             cuda::route_sigmoid_topk(logits, bias, n, experts, routing, chosen, weights, stream_);
             marks_->mark("moe prompt: gate", true);
         }
         if (first) {
-            experts_in_two_launches(*first, with_shared(w.down, w.shared_down), weights, nullptr, out, n);
+            const cuda::SlotMatrices slots = one_launch_gate ? gate.slots : cuda::SlotMatrices{};
+            experts_in_two_launches(*first, down, weights, nullptr, out, n, slots);
             return;
         }
         float* shared_out = nullptr;
@@ -647,11 +648,11 @@ public:
             const std::vector<MatrixView> ups = with_shared(w.up, w.shared_up);
             first = first_args(x, n, top_k, chosen, with_shared(w.gate, w.shared_gate), &ups, inter, shared_inter);
         }
+        const std::vector<MatrixView> down = with_shared(w.down, w.shared_down);
         Gate gate{in, w.router, &w.shared_expert_gate, false, nullptr, routing, logits, gate_logit, chosen, weights};
-        gate.slots = slot_matrices_for(first, n, experts, top_k);
-        if (gate_in_one_launch(gate, n)) {
-            if (first) use_slot_matrices(*first, gate.slots);
-        } else {
+        gate.slots = slot_matrices_for(first, down, n, experts, top_k);
+        const bool one_launch_gate = gate_in_one_launch(gate, n);  // which writes the slots' matrices
+        if (!one_launch_gate) {
             rmsnorm(in.x, in.norm_weight, n, hidden, in.eps, in.normed);
             const std::array<ProductOut, 2> gating{ProductOut{w.router, logits},
                                                    ProductOut{w.shared_expert_gate, gate_logit}};
@@ -660,7 +661,8 @@ public:
             marks_->mark("moe prompt: gate", true);
         }
         if (first) {
-            experts_in_two_launches(*first, with_shared(w.down, w.shared_down), weights, gate_logit, out, n);
+            const cuda::SlotMatrices slots = one_launch_gate ? gate.slots : cuda::SlotMatrices{};
+            experts_in_two_launches(*first, down, weights, gate_logit, out, n, slots);
             return;
         }
         float* shared_mid = scratch(shared_mid_, static_cast<size_t>(n * shared_inter));
@@ -864,19 +866,27 @@ private:
     }
     // cuda::sample's scratch for a greedy draw over a long row.
     void* argmax_scratch() { return zeroed_once(argmax_scratch_, cuda::argmax_scratch_bytes()); }
-    // Where the one-launch gate of one token writes the chosen slots' matrices for the experts' first
-    // launch `first` (off where there is none). Measured on an H100: a Drama 3 frame 3.377-3.381 ms
-    // against 3.393-3.399 looking each expert up in the table, a Nemotron-H token 2.753-2.761 against
-    // 2.767-2.770.
-    cuda::SlotMatrices slot_matrices_for(const std::optional<ExpertFirstArgs>& first, int64_t n, int64_t experts,
+    // Where the one-launch gate of one token writes the chosen slots' matrices for the experts'
+    // launches (`first`, and the down matrices `down`; off where there is no `first`). Measured on an
+    // H100: a Drama 3 frame 3.377-3.381 ms against 3.393-3.399 looking each expert up in the table, a
+    // Nemotron-H token 2.753-2.761 against 2.767-2.770 with the first matrices alone; the down
+    // matrices too, 2.742-2.743 against 2.754-2.759 (Drama 3, whose down launch looks up before its
+    // wait, 3.378-3.383 against 3.373-3.376).
+    cuda::SlotMatrices slot_matrices_for(const std::optional<ExpertFirstArgs>& first,
+                                         const std::vector<MatrixView>& down, int64_t n, int64_t experts,
                                          int64_t top_k) {
         if (!first || n != 1 || experts > cuda::kGateSlotMatricesMaxExperts || top_k > kMaxSlotMatrices) return {};
-        auto** slots = static_cast<const void**>(zeroed_once(slot_matrices_, 2 * kMaxSlotMatrices * sizeof(void*)));
-        return {first->first, first->second, slots, first->second != nullptr ? slots + kMaxSlotMatrices : nullptr};
-    }
-    static void use_slot_matrices(ExpertFirstArgs& first, const cuda::SlotMatrices& slots) {
-        first.slot_first = slots.first;
-        first.slot_second = slots.second;
+        auto** slots = static_cast<const void**>(zeroed_once(slot_matrices_, 3 * kMaxSlotMatrices * sizeof(void*)));
+        cuda::SlotMatrices m;
+        m.first_table = first->first;
+        m.first = slots;
+        if (first->second != nullptr) {
+            m.second_table = first->second;
+            m.second = slots + kMaxSlotMatrices;
+        }
+        m.down_table = expert_table(down);
+        m.down = slots + 2 * kMaxSlotMatrices;
+        return m;
     }
     static constexpr int64_t kMaxSlotMatrices = 64;
     // The counter cuda::moe_gate's blocks count themselves in.
@@ -917,13 +927,18 @@ private:
     }
     // A layer's experts after its gate, as two launches: every first product (cuda::expert_first), then
     // every down product with the routing weights, the shared expert's gate and the residual add into
-    // `out` (cuda::expert_down), which prepares the stream's next norm when one is expected.
-    void experts_in_two_launches(const ExpertFirstArgs& first, const std::vector<MatrixView>& down,
-                                 const float* weights, const float* shared_gate_logit, float* out, int64_t n) {
+    // `out` (cuda::expert_down), which prepares the stream's next norm when one is expected. `slots`:
+    // the chosen slots' matrices, where the gate wrote them.
+    void experts_in_two_launches(ExpertFirstArgs first, const std::vector<MatrixView>& down, const float* weights,
+                                 const float* shared_gate_logit, float* out, int64_t n,
+                                 const cuda::SlotMatrices& slots) {
         marks_->mark("moe: gate", true);
+        first.slot_first = slots.first;
+        first.slot_second = slots.second;
         cuda::expert_first(first, n, stream_);
         marks_->mark("moe: first", true);
         ExpertDownArgs d = down_args(first, down, weights, shared_gate_logit, out);
+        d.slot_down = slots.down;
         d.ahead = ahead_for_writer(out, n, d.rows);
         cuda::expert_down(d, n, stream_);
     }
@@ -938,6 +953,7 @@ private:
         d.routed_chunks = first.routed_rows / 8;
         d.shared_chunks = first.shared_rows / 8;
         d.shared_index = first.shared_index;
+        if (d.shared_index >= 0) d.shared_down = device_weight(down.back().data, matrix_bytes(down.back()));
         d.routed_mid = first.routed_out;
         d.shared_mid = first.shared_out;
         d.shared_gate_logit = shared_gate_logit;

@@ -100,6 +100,8 @@ struct ExpertFirstArgs {
 struct ExpertDownArgs {
     const void* const* down = nullptr;  // [hidden, inter] each
     const int32_t* expert_of = nullptr; // [tokens, k]
+    const void* const* slot_down = nullptr;  // or, where the gate wrote them (one token), each slot's matrix
+    const void* shared_down = nullptr;       // down[shared_index], where the caller knows it
     const float* weights = nullptr;     // [tokens, k]: the routing weights
     int64_t k = 0, rows = 0;            // rows: hidden
     int64_t routed_chunks = 0, shared_chunks = 0;  // inter / 8 of each kind
@@ -213,12 +215,14 @@ void route_sigmoid_topk(const float* logits, const float* bias, int64_t n, int64
 void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t top_k, bool normalize,
                         int32_t* chosen, float* weights, cudaStream_t stream);
 // Where a one-token gate also writes each chosen slot's matrices (from the experts' tables), so
-// that the experts' first launch finds them in one trip to memory instead of two. Off: `first` null.
+// that the experts' launches find them in one trip to memory instead of two. Off: `first` null.
 struct SlotMatrices {
     const void* const* first_table = nullptr;   // [experts]
     const void* const* second_table = nullptr;  // [experts] or null
+    const void* const* down_table = nullptr;    // [experts] or null
     const void** first = nullptr;               // [top_k]
     const void** second = nullptr;              // [top_k] (with second_table)
+    const void** down = nullptr;                // [top_k] (with down_table)
 };
 // The most experts whose matrices the one-launch gate writes for the chosen slots (one a thread).
 constexpr int64_t kGateSlotMatricesMaxExperts = 256;

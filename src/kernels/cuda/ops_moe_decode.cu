@@ -223,6 +223,16 @@ __device__ __forceinline__ DownPart down_part(const ExpertDownArgs& a, int64_t p
     return {routed ? part / routed_parts : a.k, first, min(per, chunks - first)};
 }
 
+// The down matrix of a routed slot (the gate's, or the table's entry for the slot's expert: one trip
+// to memory or two) or of the shared expert (none where the caller gave it).
+__device__ __forceinline__ const void* down_matrix(const ExpertDownArgs& a, bool routed, int64_t slot) {
+    if (!routed) return a.shared_down != nullptr ? a.shared_down : a.down[a.shared_index];
+    if (a.slot_down != nullptr) {
+        return reinterpret_cast<const void*>(__ldcg(reinterpret_cast<const unsigned long long*>(a.slot_down) + slot));
+    }
+    return a.down[__ldcg(a.expert_of + slot)];
+}
+
 template <int kRows, int kLoads, int kMaxWarps, int kMinBlocks>
 __global__ void __launch_bounds__(kMaxWarps* kWarpSize, kMinBlocks)
     expert_down_parts_kernel(ExpertDownArgs a, bool one_wave) {
@@ -234,7 +244,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarpSize, kMinBlocks)
     const int64_t chunks = routed ? a.routed_chunks : a.shared_chunks;
     // The routing was written before the first launch's blocks passed their wait (see look_up_sources).
     const int64_t slot = token * a.k + p.source;
-    const auto* matrix = static_cast<const uint4*>(a.down[routed ? __ldcg(a.expert_of + slot) : a.shared_index]);
+    const auto* matrix = static_cast<const uint4*>(down_matrix(a, routed, slot));
     uint4 w[kRows][kLoads];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {

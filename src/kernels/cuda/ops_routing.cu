@@ -137,13 +137,16 @@ struct ThreadBias {
 // its block holds in shared memory; off where `first` is null.
 struct SlotWrites {
     const void* const* first_of = nullptr;   // [experts], shared memory
-    const void* const* second_of = nullptr;  // [experts], shared memory, or null
+    const void* const* second_of = nullptr;  // [experts], shared memory
+    const void* const* down_of = nullptr;    // [experts], shared memory
     const void** first = nullptr;
-    const void** second = nullptr;
+    const void** second = nullptr;  // or null
+    const void** down = nullptr;    // or null
     __device__ __forceinline__ void write(int slot, int expert) const {
         if (first == nullptr) return;
         first[slot] = first_of[expert];
         if (second != nullptr) second[slot] = second_of[expert];
+        if (down != nullptr) down[slot] = down_of[expert];
     }
 };
 
@@ -329,9 +332,11 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     const bool writes_slots = sm.first != nullptr;
     const void* first_of = nullptr;
     const void* second_of = nullptr;
+    const void* down_of = nullptr;
     if (writes_slots && threadIdx.x < a.experts) {
         first_of = sm.first_table[threadIdx.x];
         if (sm.second_table != nullptr) second_of = sm.second_table[threadIdx.x];
+        if (sm.down_table != nullptr) down_of = sm.down_table[threadIdx.x];
     }
     // The experts' launch may start now: its shared expert's blocks stream their weights while the
     // routing is found, and the rest wait for it.
@@ -403,13 +408,15 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
     if (!last) return;
     __shared__ const void* firsts[kThreads];
     __shared__ const void* seconds[kThreads];
+    __shared__ const void* downs[kThreads];
     for (int e = threadIdx.x; e < a.experts; e += kThreads) routed_logits[e] = __ldcg(a.logits + e);
     if (writes_slots) {
         firsts[threadIdx.x] = first_of;
         seconds[threadIdx.x] = second_of;
+        downs[threadIdx.x] = down_of;
     }
     __syncthreads();
-    const SlotWrites slots{firsts, seconds, writes_slots ? sm.first : nullptr, sm.second};
+    const SlotWrites slots{firsts, seconds, downs, writes_slots ? sm.first : nullptr, sm.second, sm.down};
     if (kSigmoid) {
         route_sigmoid_token(routed_logits, thread_bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights,
                             slots);
