@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
         downs[threadIdx.x] = down_of;
     }
     __syncthreads();
-    const SlotWrites slots{firsts, seconds, downs, writes_slots ? sm.first : nullptr, sm.second, sm.down};
+    const SlotWrites slots{firsts, seconds, downs, sm.first, sm.second, sm.down};
     if (kSigmoid) {
         route_sigmoid_token(routed_logits, thread_bias, static_cast<int>(a.experts), a.routing, a.chosen, a.weights,
                             slots);
