@@ -174,6 +174,10 @@ public:
         const char* graphs = std::getenv("DUET_CUDA_GRAPHS");
         const bool record = !times_.enabled() && (graphs == nullptr || std::strcmp(graphs, "0") != 0);
         graphs_ = std::make_unique<StepGraphs>(stream_, record);
+        // Opt-in until measured on a Drama 3 frame (bench/NOTES.md): the one-token gate routing in
+        // one thread block cluster (cuda::MoeGateArgs::route_in_cluster).
+        const char* gate_cluster = std::getenv("DUET_CUDA_GATE_CLUSTER");
+        gate_cluster_on_ = gate_cluster != nullptr && std::strcmp(gate_cluster, "1") == 0;
         marks_ = std::make_unique<StepMarks>(stream_);
     }
     ~CudaBackend() override {
@@ -852,6 +856,7 @@ private:
         a.blocks_done = gate_blocks_done();
         a.ahead = ahead_for_reader(a.x, n, hidden, g.in.norm_weight);
         a.slot_matrices = g.slots;
+        a.route_in_cluster = gate_cluster_on_;
         cuda::moe_gate(a, stream_);
         return true;
     }
@@ -1029,6 +1034,7 @@ private:
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
+    bool gate_cluster_on_ = false;  // DUET_CUDA_GATE_CLUSTER=1
     std::vector<DeviceBuffer> retired_;
     // `issue` as the start of a decode step: the norms prepared ahead begin there (see NormsAhead).
     std::function<const float*()> in_step(const std::function<const float*()>& issue) {

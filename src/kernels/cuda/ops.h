@@ -230,7 +230,11 @@ constexpr int64_t kGateSlotMatricesMaxExperts = 256;
 // logits = router · normed, gate_logit = gate_row · normed when gate_row is given (the shared
 // expert's gate), then the routing of route_sigmoid_topk (sigmoid) or route_softmax_topk (top_k and
 // normalize of `routing`) into chosen and weights, and the chosen slots' matrices where slot_matrices
-// is on. blocks_done: a device counter that is zero before the launch (the launch leaves it zero).
+// is on. The routing is done by the last block to finish, which counts itself in blocks_done: a
+// device counter that is zero before the launch (the launch leaves it zero); or, with
+// route_in_cluster where moe_gate_routes_in_cluster says so (Hopper; a router without expert
+// groups, weighed over the chosen: sigmoid, or softmax normalised; at most 384 rows and top 8), by
+// one thread block cluster that holds every router row.
 struct MoeGateArgs {
     const float* x = nullptr;
     const float* norm_weight = nullptr;
@@ -249,8 +253,10 @@ struct MoeGateArgs {
     unsigned* blocks_done = nullptr;
     NormAhead ahead;  // on: rmsnorm(x) was prepared by the kernel that wrote x (norm_ahead.h)
     SlotMatrices slot_matrices;  // experts at most kGateSlotMatricesMaxExperts
+    bool route_in_cluster = false;
 };
 bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k);
+bool moe_gate_routes_in_cluster(const MoeGateArgs& args);
 void moe_gate(const MoeGateArgs& args, cudaStream_t stream);
 // out[t] += Σ_j weights[t·k + j] · expert_out[row(t·k + j)] over width, plus shared[t] when given,
 // scaled by sigmoid(shared_gate[t]) when that is given too; row(s) = row_of_slot[s], or s without it.

@@ -1,6 +1,15 @@
 // Expert routing, one block per token, with the CPU's exact rules (see kernels/cpu/moe_routing.h):
 // the same scores, the same ties to the lower index, the same normalisation. The top-k ranks every
 // expert against the others in one pass.
+#include <cooperative_groups.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
@@ -10,6 +19,8 @@
 namespace duet::cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kMaxExperts = 1024;
 constexpr int kMaxGroups = 64;
@@ -33,6 +44,28 @@ __device__ __forceinline__ float rank_key(float value) { return isnan(value) ? -
 
 // Whether (u, j) ranks before (v, e): the larger key, on ties the lower index (keep_better's order).
 __device__ __forceinline__ bool ranks_before(float u, int j, float v, int e) { return u > v || (u == v && j < e); }
+
+// Sorts a warp's 32 entries (a key and an index a lane) best first, in ranks_before's order, by
+// shuffles: a bitonic network of 15 steps. Lane r ends with the entry of rank r.
+__device__ __forceinline__ void warp_sort_best_first(float& key, int& index) {
+    const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+    for (int size = 2; size <= kWarpSize; size *= 2) {
+#pragma unroll
+        for (int stride = size / 2; stride > 0; stride /= 2) {
+            const float other_key = __shfl_xor_sync(0xFFFFFFFFu, key, stride);
+            const int other_index = __shfl_xor_sync(0xFFFFFFFFu, index, stride);
+            // Blocks of `size` lanes alternate direction; the lower lane of a pair keeps the better
+            // entry in a block sorted best first.
+            const bool best_first = (lane & size) == 0 || size == kWarpSize;
+            const bool lower = (lane & stride) == 0;
+            if (ranks_before(other_key, other_index, key, index) == (lower == best_first)) {
+                key = other_key;
+                index = other_index;
+            }
+        }
+    }
+}
 
 // block_top_indices for any count and k: each thread ranks its own entries against all the others
 // (rank: how many are better, that is larger or equal with a lower index, keep_better's order) and
@@ -75,22 +108,7 @@ __device__ void block_top_indices(const float* values, int count, int k, bool* t
     // Entries past the end rank after every real one: the worst key and an index above them all.
     float key = threadIdx.x < count ? rank_key(values[threadIdx.x]) : -INFINITY;
     int index = threadIdx.x;
-#pragma unroll
-    for (int size = 2; size <= kWarpSize; size *= 2) {
-#pragma unroll
-        for (int stride = size / 2; stride > 0; stride /= 2) {
-            const float other_key = __shfl_xor_sync(0xFFFFFFFFu, key, stride);
-            const int other_index = __shfl_xor_sync(0xFFFFFFFFu, index, stride);
-            // Blocks of `size` lanes alternate direction; the lower lane of a pair keeps the better
-            // entry in a block sorted best first.
-            const bool best_first = (lane & size) == 0 || size == kWarpSize;
-            const bool lower = (lane & stride) == 0;
-            if (ranks_before(other_key, other_index, key, index) == (lower == best_first)) {
-                key = other_key;
-                index = other_index;
-            }
-        }
-    }
+    warp_sort_best_first(key, index);
     if (lane < k) {
         pick_key[warp * k + lane] = key;
         pick_index[warp * k + lane] = index;
@@ -288,31 +306,157 @@ __global__ void route_softmax_kernel(const float* logits, int experts, int top_k
     route_softmax_token(logits + t * experts, experts, top_k, normalize, chosen + t * top_k, weights + t * top_k);
 }
 
-constexpr int kGateRowsPerBlock = kThreads / kWarpSize;
+constexpr int kGateWarps = kThreads / kWarpSize;
 constexpr int kGateChunksPerThread = static_cast<int>(kMaxGateHidden / 8 / kThreads);
+
+// The gate of one cluster: kGateClusterBlocks blocks (a non-portable cluster size, which Hopper
+// allows) hold every router row, each finds its own rows' k best, sends them to block 0's shared
+// memory and block 0 merges them after the cluster's barrier. This replaces the last-block pattern's
+// device-wide count and the reload of every logit from L2. A block's rows are one per lane of a
+// warp, its candidates at most kGateClusterTopK, and block 0 merges them a warp at a time.
+constexpr int kGateClusterBlocks = 16;
+constexpr int kGateClusterRowsPerWarp = 3;  // a block's rows at most kGateWarps · this
+constexpr int kGateClusterTopK = 8;
+constexpr int64_t kGateClusterMaxExperts = int64_t(kGateClusterBlocks) * kGateWarps * kGateClusterRowsPerWarp;
+static_assert(kGateWarps * kGateClusterRowsPerWarp <= kWarpSize, "a block's rows are a warp's lanes");
+static_assert((kGateClusterBlocks * kGateClusterTopK + kWarpSize - 1) / kWarpSize * kGateClusterTopK <= kWarpSize,
+              "block 0's merging warps' picks fit one warp");
+
+// Block 0's shared memory in the cluster gate: the blocks' candidates and, by expert, what the
+// routing's result needs of them.
+struct GateClusterCandidates {
+    float key[kGateClusterBlocks * kGateClusterTopK];
+    int32_t index[kGateClusterBlocks * kGateClusterTopK];
+    float score[kGateClusterMaxExperts];
+    const void* first_of[kGateClusterMaxExperts];
+    const void* second_of[kGateClusterMaxExperts];
+    const void* down_of[kGateClusterMaxExperts];
+};
+
+// What a cluster gate's lane knows of its block's row `lane` before the wait: the sigmoid routing's
+// bias and the expert's matrices for the slot writes.
+struct GateRowEntries {
+    float bias = 0.0f;
+    const void* first = nullptr;
+    const void* second = nullptr;
+    const void* down = nullptr;
+    __device__ void load(const MoeGateArgs& a, int64_t expert, bool real, bool with_bias) {
+        if (!real) return;
+        if (with_bias && a.sigmoid && a.bias != nullptr) bias = a.bias[expert];
+        const SlotMatrices& sm = a.slot_matrices;
+        if (sm.first == nullptr) return;
+        first = sm.first_table[expert];
+        if (sm.second_table != nullptr) second = sm.second_table[expert];
+        if (sm.down_table != nullptr) down = sm.down_table[expert];
+    }
+};
+
+// The cluster gate's routing, after every warp's logits are in `row_logits` (the block's rows):
+// warp 0 sorts the block's rows and sends its k best to block 0, and block 0 merges every block's
+// (a warp sorts 32 of them, warp 0 the warps' k best) and writes the result as route_*_token does.
+template <bool kSigmoid>
+__device__ void route_across_cluster(const MoeGateArgs& a, int64_t first_row, int rows_per_block,
+                                 const float* row_logits, const GateRowEntries& entries) {
+    __shared__ GateClusterCandidates candidates;
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int k = static_cast<int>(a.routing.top_k);
+    const int experts = static_cast<int>(a.experts);
+    if (warp == 0) {
+        const int64_t expert = first_row + lane;
+        const bool real = lane < rows_per_block && expert < a.experts;
+        const float logit = real ? row_logits[lane] : 0.0f;
+        // Softmax routing normalised over the chosen ranks and weighs by the logits themselves.
+        const float score = kSigmoid ? sigmoid(logit) : logit;
+        float key = real ? rank_key(kSigmoid ? score + entries.bias : logit) : -INFINITY;
+        // Entries past the end rank after every real one: the worst key and an index above them all.
+        int index = real ? static_cast<int>(expert) : experts + static_cast<int>(blockIdx.x) * kWarpSize + lane;
+        GateClusterCandidates* target = cluster.map_shared_rank(&candidates, 0);
+        if (real) {
+            target->score[expert] = score;
+            target->first_of[expert] = entries.first;
+            target->second_of[expert] = entries.second;
+            target->down_of[expert] = entries.down;
+        }
+        warp_sort_best_first(key, index);
+        if (lane < k) {
+            target->key[blockIdx.x * k + lane] = key;
+            target->index[blockIdx.x * k + lane] = index;
+        }
+    }
+    cluster.sync();
+    if (cluster.block_rank() != 0) return;
+    __shared__ float pick_key[kWarpSize];
+    __shared__ int32_t pick_index[kWarpSize];
+    const int count = static_cast<int>(gridDim.x) * k;
+    const int merging_warps = (count + kWarpSize - 1) / kWarpSize;
+    if (warp < merging_warps) {
+        const int c = warp * kWarpSize + lane;
+        float key = c < count ? candidates.key[c] : -INFINITY;
+        int index = c < count ? candidates.index[c] : INT_MAX;
+        warp_sort_best_first(key, index);
+        if (lane < k) {
+            pick_key[warp * k + lane] = key;
+            pick_index[warp * k + lane] = index;
+        }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    const int picks = merging_warps * k;
+    float key = lane < picks ? pick_key[lane] : -INFINITY;
+    int index = lane < picks ? pick_index[lane] : INT_MAX;
+    warp_sort_best_first(key, index);
+    const bool chosen = lane < k;
+    const float score = chosen ? candidates.score[index] : 0.0f;
+    float weight;
+    if (kSigmoid) {
+        const float denominator = a.routing.normalize ? warp_sum(score) + 1e-20f : 1.0f;
+        weight = score / denominator * a.routing.scale;
+    } else {
+        const float best = __shfl_sync(0xFFFFFFFFu, score, 0);  // by every lane: a shuffle needs them all
+        const float part = chosen ? expf(score - best) : 0.0f;
+        weight = part / warp_sum(part);
+    }
+    if (chosen) {
+        a.chosen[lane] = index;
+        a.weights[lane] = weight;
+        const SlotMatrices& sm = a.slot_matrices;
+        const SlotWrites slots{candidates.first_of, candidates.second_of, candidates.down_of,
+                               sm.first, sm.second, sm.down};
+        slots.write(lane, index);
+    }
+}
 
 // A decode token's gate of a mixture-of-experts layer in one launch: every block normalises x into
 // shared memory (block 0 also stores it for the experts), computes its warps' router rows (the
-// optional extra row after the experts' is the shared expert's gate) and the last block to finish
-// routes. Three dependent kernels of a few microseconds each become one. With kAhead the norm was
-// prepared by the kernel that wrote x (norm_ahead.h): the rows read it in place, and block 0 scales
-// it for the experts.
-template <bool kSigmoid, int kLoads, bool kAhead>
-__global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
+// optional extra row after the experts' is the shared expert's gate) and the routing follows: by the
+// last block to finish, or (kCluster) by the cluster's blocks and block 0 (route_across_cluster). A
+// block's rows are `rows_per_block` from blockIdx.x times it, kRowsPerWarp a warp at most. Three
+// dependent kernels of a few microseconds each become one. With kAhead the norm was prepared by the
+// kernel that wrote x (norm_ahead.h): the rows read it in place, and block 0 scales it for the
+// experts.
+template <bool kSigmoid, int kLoads, bool kAhead, int kRowsPerWarp, bool kCluster>
+__global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int rows_per_block) {
     extern __shared__ float4 normed[];
     __shared__ float reduce[32];
-    __shared__ float routed_logits[kMaxExperts];
-    __shared__ bool last;
+    __shared__ float row_logits[kGateWarps * kRowsPerWarp];
+    const int warp = threadIdx.x / kWarpSize;
     const int64_t chunks = a.hidden / 8;
-    const int64_t row = int64_t(blockIdx.x) * kGateRowsPerBlock + threadIdx.x / kWarpSize;
+    const int64_t first_row = int64_t(blockIdx.x) * rows_per_block;
     const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
-    const bool active = row < rows;
-    const uint4* w = row < a.experts ? static_cast<const uint4*>(a.router) + row * chunks
-                                     : static_cast<const uint4*>(a.gate_row);
     // The whole row in flight at once where kLoads allows, and the norm's weights: neither needs
     // anything from before.
-    RowDot<kWarpSize, kLoads> dot;
-    dot.start(active ? w : static_cast<const uint4*>(a.router), active ? chunks : 0);
+    RowDot<kWarpSize, kLoads> dots[kRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+        const int local = warp + j * kGateWarps;
+        const int64_t row = first_row + local;
+        const bool active = local < rows_per_block && row < rows;
+        const uint4* w = !active ? static_cast<const uint4*>(a.router)
+                         : row < a.experts ? static_cast<const uint4*>(a.router) + row * chunks
+                                           : static_cast<const uint4*>(a.gate_row);
+        dots[j].start(w, active ? chunks : 0);
+    }
     // A thread's values: the two float4 of each of its 16-byte groups c = threadIdx.x + j · kThreads.
     const auto* g4 = reinterpret_cast<const float4*>(a.norm_weight);
     float4 g[2 * kGateChunksPerThread], v[2 * kGateChunksPerThread];
@@ -324,26 +468,25 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
             g[2 * j + 1] = g4[2 * c + 1];
         }
     }
+    // The routing's inputs: in the cluster, warp 0's lanes hold their block's rows'; otherwise every
+    // block's threads hold their expert's (threadIdx.x + j · kThreads), as none knows before its end
+    // whether it will be the last.
+    GateRowEntries entries;
     ThreadBias thread_bias;
-    if (kSigmoid) thread_bias.load(a.bias, static_cast<int>(a.experts));
-    // This thread's expert's matrices, for the slot writes of the last block: loaded by every block,
-    // as none knows before its end whether it will be the last.
     const SlotMatrices& sm = a.slot_matrices;
-    const bool writes_slots = sm.first != nullptr;
-    const void* first_of = nullptr;
-    const void* second_of = nullptr;
-    const void* down_of = nullptr;
-    if (writes_slots && threadIdx.x < a.experts) {
-        first_of = sm.first_table[threadIdx.x];
-        if (sm.second_table != nullptr) second_of = sm.second_table[threadIdx.x];
-        if (sm.down_table != nullptr) down_of = sm.down_table[threadIdx.x];
+    if constexpr (kCluster) {
+        const int64_t expert = first_row + threadIdx.x;
+        entries.load(a, expert, warp == 0 && threadIdx.x < rows_per_block && expert < a.experts, true);
+    } else {
+        if (kSigmoid) thread_bias.load(a.bias, static_cast<int>(a.experts));
+        entries.load(a, threadIdx.x, sm.first != nullptr && threadIdx.x < a.experts, false);
     }
     // The experts' launch may start now: its shared expert's blocks stream their weights while the
     // routing is found, and the rest wait for it.
     allow_next_kernel();
     wait_for_inputs();
 
-    float logit;
+    float logits[kRowsPerWarp];
     if constexpr (kAhead) {
         const auto* weighted = reinterpret_cast<const float4*>(a.ahead.weighted);
         if (blockIdx.x == 0) {
@@ -366,7 +509,8 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
                 }
             }
         }
-        logit = dot.finish(PlainInput{weighted}) * inv;
+#pragma unroll
+        for (int j = 0; j < kRowsPerWarp; ++j) logits[j] = dots[j].finish(PlainInput{weighted}) * inv;
     } else {
         // x read once into registers, normalised from there.
         const auto* x4 = reinterpret_cast<const float4*>(a.x);
@@ -391,29 +535,42 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a) {
             }
         }
         __syncthreads();
-        logit = dot.finish(SharedInput{normed, normed + chunks});
+#pragma unroll
+        for (int j = 0; j < kRowsPerWarp; ++j) logits[j] = dots[j].finish(SharedInput{normed, normed + chunks});
     }
-    if (active && threadIdx.x % kWarpSize == 0) {
-        if (row < a.experts) {
-            a.logits[row] = logit;
-        } else {
-            *a.gate_logit = logit;
+#pragma unroll
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+        const int local = warp + j * kGateWarps;
+        const int64_t row = first_row + local;
+        if (local < rows_per_block && row < rows && threadIdx.x % kWarpSize == 0) {
+            if (row < a.experts) {
+                a.logits[row] = logits[j];
+                row_logits[local] = logits[j];
+            } else {
+                *a.gate_logit = logits[j];
+            }
         }
+    }
+    __syncthreads();
+    if constexpr (kCluster) {
+        route_across_cluster<kSigmoid>(a, first_row, rows_per_block, row_logits, entries);
+        return;
     }
 
     // The last block to finish sees every logit.
-    __syncthreads();
+    __shared__ bool last;
     if (threadIdx.x == 0) last = count_block_last(a.blocks_done, gridDim.x);
     __syncthreads();
     if (!last) return;
+    __shared__ float routed_logits[kMaxExperts];
     __shared__ const void* firsts[kThreads];
     __shared__ const void* seconds[kThreads];
     __shared__ const void* downs[kThreads];
     for (int e = threadIdx.x; e < a.experts; e += kThreads) routed_logits[e] = __ldcg(a.logits + e);
-    if (writes_slots) {
-        firsts[threadIdx.x] = first_of;
-        seconds[threadIdx.x] = second_of;
-        downs[threadIdx.x] = down_of;
+    if (sm.first != nullptr) {
+        firsts[threadIdx.x] = entries.first;
+        seconds[threadIdx.x] = entries.second;
+        downs[threadIdx.x] = entries.down;
     }
     __syncthreads();
     const SlotWrites slots{firsts, seconds, downs, sm.first, sm.second, sm.down};
@@ -452,10 +609,86 @@ void route_softmax_topk(const float* logits, int64_t n, int64_t experts, int64_t
 
 namespace {
 
-template <int kLoads>
-auto gate_kernel(bool sigmoid, bool ahead) {
-    return sigmoid ? (ahead ? moe_gate_kernel<true, kLoads, true> : moe_gate_kernel<true, kLoads, false>)
-                   : (ahead ? moe_gate_kernel<false, kLoads, true> : moe_gate_kernel<false, kLoads, false>);
+using GateKernel = void (*)(MoeGateArgs, int);
+
+template <int kLoads, int kRowsPerWarp, bool kCluster>
+GateKernel gate_kernel(bool sigmoid, bool ahead) {
+    return sigmoid ? (ahead ? moe_gate_kernel<true, kLoads, true, kRowsPerWarp, kCluster>
+                            : moe_gate_kernel<true, kLoads, false, kRowsPerWarp, kCluster>)
+                   : (ahead ? moe_gate_kernel<false, kLoads, true, kRowsPerWarp, kCluster>
+                            : moe_gate_kernel<false, kLoads, false, kRowsPerWarp, kCluster>);
+}
+
+template <int kRowsPerWarp, bool kCluster>
+GateKernel gate_kernel(int64_t loads, bool sigmoid, bool ahead) {
+    return loads <= 4   ? gate_kernel<4, kRowsPerWarp, kCluster>(sigmoid, ahead)
+           : loads <= 8 ? gate_kernel<8, kRowsPerWarp, kCluster>(sigmoid, ahead)
+                        : gate_kernel<12, kRowsPerWarp, kCluster>(sigmoid, ahead);
+}
+
+// Whether the device places a cluster of kGateClusterBlocks blocks of `kernel` (asked once a device
+// and kernel).
+bool gate_cluster_placeable(GateKernel kernel, size_t shared_bytes) {
+    int device = 0;
+    DUET_CUDA_CHECK(cudaGetDevice(&device));
+    using Key = std::tuple<int, GateKernel, size_t>;
+    static std::mutex mutex;
+    static std::map<Key, bool> known;
+    const Key key{device, kernel, shared_bytes};
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto found = known.find(key);
+    if (found != known.end()) return found->second;
+    bool placeable = false;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(kGateClusterBlocks);
+        config.blockDim = dim3(kThreads);
+        config.dynamicSmemBytes = shared_bytes;
+        cudaLaunchAttribute cluster{};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = kGateClusterBlocks;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        int clusters = 0;
+        placeable = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+    }
+    (void)cudaGetLastError();  // a refusal above is an answer, not an error for the next call
+    known.emplace(key, placeable);
+    return placeable;
+}
+
+// Whether a gate's routing is one route_across_cluster takes: no expert groups, weights from the chosen
+// alone, few enough experts and choices.
+bool gate_cluster_fits(const MoeGateArgs& a, int64_t rows) {
+    return a.routing.groups <= 1 && (a.sigmoid || a.routing.normalize) && a.routing.top_k <= kGateClusterTopK &&
+           rows <= kGateClusterMaxExperts && thread_block_clusters_available();
+}
+
+// The gate's rows (the router's and the shared expert's gate row), and the dynamic shared memory
+// and loads a lane its launch takes.
+int64_t gate_rows(const MoeGateArgs& a) { return a.experts + (a.gate_row != nullptr ? 1 : 0); }
+size_t gate_shared_bytes(const MoeGateArgs& a) {
+    return a.ahead.on() ? 0 : static_cast<size_t>(a.hidden) * sizeof(float);
+}
+// Enough for a whole router row (Nemotron-H's 336 groups, Qwen3.5's 256) in one round.
+int64_t gate_loads(const MoeGateArgs& a) { return (a.hidden / 8 + kWarpSize - 1) / kWarpSize; }
+
+// The gate's rows a block in the cluster form.
+int gate_cluster_rows_per_block(const MoeGateArgs& a) {
+    return static_cast<int>((gate_rows(a) + kGateClusterBlocks - 1) / kGateClusterBlocks);
+}
+
+// The cluster form's kernel where the gate asks for it, its routing fits and the device places the
+// cluster; null otherwise.
+GateKernel gate_cluster_kernel(const MoeGateArgs& a) {
+    if (!a.route_in_cluster || !gate_cluster_fits(a, gate_rows(a))) return nullptr;
+    const int64_t loads = gate_loads(a);
+    const GateKernel kernel = gate_cluster_rows_per_block(a) <= kGateWarps
+                                  ? gate_kernel<1, true>(loads, a.sigmoid, a.ahead.on())
+                                  : gate_kernel<kGateClusterRowsPerWarp, true>(loads, a.sigmoid, a.ahead.on());
+    return gate_cluster_placeable(kernel, gate_shared_bytes(a)) ? kernel : nullptr;
 }
 
 }  // namespace
@@ -465,6 +698,8 @@ bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k) {
            top_k <= experts;
 }
 
+bool moe_gate_routes_in_cluster(const MoeGateArgs& a) { return gate_cluster_kernel(a) != nullptr; }
+
 void moe_gate(const MoeGateArgs& a, cudaStream_t stream) {
     require(moe_gate_fits(a.hidden, a.experts, a.routing.top_k) && a.routing.groups <= kMaxGroups &&
                 a.routing.groups_kept <= kMaxGroups,
@@ -473,17 +708,17 @@ void moe_gate(const MoeGateArgs& a, cudaStream_t stream) {
     static_assert(kGateSlotMatricesMaxExperts <= kThreads, "a gate thread holds one expert's matrices");
     require(a.slot_matrices.first == nullptr || a.experts <= kGateSlotMatricesMaxExperts, "moe_gate: ", a.experts,
             " experts exceed the ", kGateSlotMatricesMaxExperts, " whose matrices the gate writes for its slots");
-    const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
-    const auto blocks = static_cast<unsigned>((rows + kGateRowsPerBlock - 1) / kGateRowsPerBlock);
     const bool ahead = a.ahead.on();
     require(!ahead || aligned_16(a.ahead.weighted), "moe_gate: a norm prepared ahead must be 16-byte aligned");
-    const size_t shared_bytes = ahead ? 0 : static_cast<size_t>(a.hidden) * sizeof(float);
-    // Loads a lane enough for a whole router row (Nemotron-H's 336 groups, Qwen3.5's 256) in one round.
-    const int64_t loads = (a.hidden / 8 + kWarpSize - 1) / kWarpSize;
-    void (*kernel)(MoeGateArgs) = loads <= 4 ? gate_kernel<4>(a.sigmoid, ahead)
-                                  : loads <= 8 ? gate_kernel<8>(a.sigmoid, ahead)
-                                               : gate_kernel<12>(a.sigmoid, ahead);
-    launch_early(kernel, dim3(blocks), dim3(kThreads), shared_bytes, stream, "moe_gate_kernel", a);
+    const size_t shared_bytes = gate_shared_bytes(a);
+    if (const GateKernel kernel = gate_cluster_kernel(a)) {
+        launch_early_in_clusters(kGateClusterBlocks, kernel, dim3(kGateClusterBlocks), dim3(kThreads), shared_bytes,
+                                 stream, "moe_gate_kernel (cluster)", a, gate_cluster_rows_per_block(a));
+        return;
+    }
+    const auto blocks = static_cast<unsigned>((gate_rows(a) + kGateWarps - 1) / kGateWarps);
+    launch_early(gate_kernel<1, false>(gate_loads(a), a.sigmoid, ahead), dim3(blocks), dim3(kThreads), shared_bytes,
+                 stream, "moe_gate_kernel", a, int(kGateWarps));
 }
 
 }  // namespace duet::cuda
