@@ -33,21 +33,63 @@ bool allow_dynamic_shared_bytes(const void* kernel, size_t bytes) {
     return true;
 }
 
-int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
+namespace {
+
+// A query of the current device about `kernel`'s launches, answered once a device and shape: the
+// answers do not change while the program runs, and decode steps ask on their path.
+template <typename Query>
+int once_a_device(const void* kernel, int cluster_blocks, int threads, size_t shared_bytes, Query query) {
     int device = 0;
     DUET_CUDA_CHECK(cudaGetDevice(&device));
-    using Key = std::tuple<int, const void*, int, size_t>;
+    using Key = std::tuple<int, const void*, int, int, size_t>;
     static std::mutex mutex;
     static std::map<Key, int> known;
-    const Key key{device, kernel, threads, shared_bytes};
+    const Key key{device, kernel, cluster_blocks, threads, shared_bytes};
     const std::lock_guard<std::mutex> lock(mutex);
     const auto found = known.find(key);
     if (found != known.end()) return found->second;
-    int per_multiprocessor = 0;
-    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads, shared_bytes));
-    const int blocks = per_multiprocessor * current_device_multiprocessors();
-    known.emplace(key, blocks);
-    return blocks;
+    const int answer = query();
+    known.emplace(key, answer);
+    return answer;
+}
+
+}  // namespace
+
+int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
+    return once_a_device(kernel, 0, threads, shared_bytes, [&] {
+        int per_multiprocessor = 0;
+        DUET_CUDA_CHECK(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads, shared_bytes));
+        return per_multiprocessor * current_device_multiprocessors();
+    });
+}
+
+int resident_clusters(const void* kernel, int cluster_blocks, int threads, size_t shared_bytes) {
+    return once_a_device(kernel, cluster_blocks, threads, shared_bytes, [&] {
+        constexpr int kPortableClusterBlocks = 8;
+        if (cluster_blocks > kPortableClusterBlocks &&
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+            (void)cudaGetLastError();  // a refusal is an answer, not an error for the next call
+            return 0;
+        }
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
+        config.blockDim = dim3(static_cast<unsigned>(threads));
+        config.dynamicSmemBytes = shared_bytes;
+        cudaLaunchAttribute cluster{};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        int clusters = 0;
+        if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return clusters;
+    });
 }
 
 }  // namespace duet::cuda

@@ -27,4 +27,14 @@ int resident_blocks(void (*kernel)(Params...), int threads, size_t shared_bytes 
     return resident_blocks(reinterpret_cast<const void*>(kernel), threads, shared_bytes);
 }
 
+// Clusters of `cluster_blocks` blocks of `kernel` (one-dimensional) resident at once on the current
+// device, kept as resident_blocks is; 0 when none fits or the device runs no clusters. A size above
+// the portable 8 is allowed on the kernel first (Hopper places up to 16).
+int resident_clusters(const void* kernel, int cluster_blocks, int threads, size_t shared_bytes);
+
+template <typename... Params>
+int resident_clusters(void (*kernel)(Params...), int cluster_blocks, int threads, size_t shared_bytes = 0) {
+    return resident_clusters(reinterpret_cast<const void*>(kernel), cluster_blocks, threads, shared_bytes);
+}
+
 }  // namespace duet::cuda

@@ -4,16 +4,12 @@
 #include <cooperative_groups.h>
 
 #include <climits>
-#include <map>
-#include <mutex>
-#include <tuple>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/alignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/norm_ahead.cuh"
+#include "kernels/cuda/occupancy.h"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
@@ -439,7 +435,7 @@ template <bool kSigmoid, int kLoads, bool kAhead, int kRowsPerWarp, bool kCluste
 __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int rows_per_block) {
     extern __shared__ float4 normed[];
     __shared__ float reduce[32];
-    __shared__ float row_logits[kGateWarps * kRowsPerWarp];
+    __shared__ float row_logits[kGateWarps * kRowsPerWarp];  // the cluster form's routing reads them
     const int warp = threadIdx.x / kWarpSize;
     const int64_t chunks = a.hidden / 8;
     const int64_t first_row = int64_t(blockIdx.x) * rows_per_block;
@@ -545,7 +541,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
         if (local < rows_per_block && row < rows && threadIdx.x % kWarpSize == 0) {
             if (row < a.experts) {
                 a.logits[row] = logits[j];
-                row_logits[local] = logits[j];
+                if (kCluster) row_logits[local] = logits[j];
             } else {
                 *a.gate_logit = logits[j];
             }
@@ -626,46 +622,6 @@ GateKernel gate_kernel(int64_t loads, bool sigmoid, bool ahead) {
                         : gate_kernel<12, kRowsPerWarp, kCluster>(sigmoid, ahead);
 }
 
-// Whether the device places a cluster of kGateClusterBlocks blocks of `kernel` (asked once a device
-// and kernel).
-bool gate_cluster_placeable(GateKernel kernel, size_t shared_bytes) {
-    int device = 0;
-    DUET_CUDA_CHECK(cudaGetDevice(&device));
-    using Key = std::tuple<int, GateKernel, size_t>;
-    static std::mutex mutex;
-    static std::map<Key, bool> known;
-    const Key key{device, kernel, shared_bytes};
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto found = known.find(key);
-    if (found != known.end()) return found->second;
-    bool placeable = false;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(kGateClusterBlocks);
-        config.blockDim = dim3(kThreads);
-        config.dynamicSmemBytes = shared_bytes;
-        cudaLaunchAttribute cluster{};
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = kGateClusterBlocks;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = 1;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
-        int clusters = 0;
-        placeable = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
-    }
-    (void)cudaGetLastError();  // a refusal above is an answer, not an error for the next call
-    known.emplace(key, placeable);
-    return placeable;
-}
-
-// Whether a gate's routing is one route_across_cluster takes: no expert groups, weights from the chosen
-// alone, few enough experts and choices.
-bool gate_cluster_fits(const MoeGateArgs& a, int64_t rows) {
-    return a.routing.groups <= 1 && (a.sigmoid || a.routing.normalize) && a.routing.top_k <= kGateClusterTopK &&
-           rows <= kGateClusterMaxExperts && thread_block_clusters_available();
-}
-
 // The gate's rows (the router's and the shared expert's gate row), and the dynamic shared memory
 // and loads a lane its launch takes.
 int64_t gate_rows(const MoeGateArgs& a) { return a.experts + (a.gate_row != nullptr ? 1 : 0); }
@@ -680,15 +636,22 @@ int gate_cluster_rows_per_block(const MoeGateArgs& a) {
     return static_cast<int>((gate_rows(a) + kGateClusterBlocks - 1) / kGateClusterBlocks);
 }
 
+// Whether a gate's routing is one route_across_cluster takes: no expert groups, weights from the
+// chosen alone, few enough rows and choices.
+bool gate_cluster_fits(const MoeGateArgs& a) {
+    return a.routing.groups <= 1 && (a.sigmoid || a.routing.normalize) && a.routing.top_k <= kGateClusterTopK &&
+           gate_rows(a) <= kGateClusterMaxExperts && thread_block_clusters_available();
+}
+
 // The cluster form's kernel where the gate asks for it, its routing fits and the device places the
 // cluster; null otherwise.
 GateKernel gate_cluster_kernel(const MoeGateArgs& a) {
-    if (!a.route_in_cluster || !gate_cluster_fits(a, gate_rows(a))) return nullptr;
+    if (!a.route_in_cluster || !gate_cluster_fits(a)) return nullptr;
     const int64_t loads = gate_loads(a);
     const GateKernel kernel = gate_cluster_rows_per_block(a) <= kGateWarps
                                   ? gate_kernel<1, true>(loads, a.sigmoid, a.ahead.on())
                                   : gate_kernel<kGateClusterRowsPerWarp, true>(loads, a.sigmoid, a.ahead.on());
-    return gate_cluster_placeable(kernel, gate_shared_bytes(a)) ? kernel : nullptr;
+    return resident_clusters(kernel, kGateClusterBlocks, kThreads, gate_shared_bytes(a)) > 0 ? kernel : nullptr;
 }
 
 }  // namespace
