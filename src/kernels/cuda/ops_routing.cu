@@ -358,6 +358,9 @@ __device__ void route_across_cluster(const MoeGateArgs& a, int64_t first_row, in
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     const int k = static_cast<int>(a.routing.top_k);
     const int experts = static_cast<int>(a.experts);
+    // Block 0's shared memory is written only once every block of the cluster has started (the
+    // arrival at the kernel's start; long past by now).
+    cluster.barrier_wait();
     if (warp == 0) {
         const int64_t expert = first_row + lane;
         const bool real = lane < rows_per_block && expert < a.experts;
@@ -440,6 +443,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
     const int64_t chunks = a.hidden / 8;
     const int64_t first_row = int64_t(blockIdx.x) * rows_per_block;
     const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
+    if constexpr (kCluster) __cluster_barrier_arrive_relaxed();  // started: route_across_cluster waits on it
     // The whole row in flight at once where kLoads allows, and the norm's weights: neither needs
     // anything from before.
     RowDot<kWarpSize, kLoads> dots[kRowsPerWarp];
