@@ -21,6 +21,9 @@
 namespace duet {
 namespace {
 
+constexpr cuda::GateCluster kNoCluster = cuda::GateCluster::kNever;
+constexpr cuda::GateCluster kAnyCluster = cuda::GateCluster::kWhereverItFits;
+
 struct GateShape {
     int64_t hidden, experts, top_k;
     bool sigmoid;
@@ -86,7 +89,7 @@ public:
     }
 
     // The launch's arguments, its outputs in fresh buffers.
-    cuda::MoeGateArgs args(bool ahead, bool in_cluster) {
+    cuda::MoeGateArgs args(bool ahead, cuda::GateCluster in_cluster) {
         const GateShape& s = shape_;
         normed_ = cuda::DeviceBuffer(static_cast<size_t>(s.hidden) * sizeof(float));
         logits_ = cuda::DeviceBuffer(static_cast<size_t>(s.experts + 1) * sizeof(float));
@@ -192,10 +195,10 @@ TEST_F(MoeGate, ClusterRoutingMatchesTheLastBlocksRouting) {
             SCOPED_TRACE(testing::Message() << shape.experts << " experts of " << shape.hidden << ", top "
                                             << shape.top_k << (shape.sigmoid ? ", sigmoid" : ", softmax")
                                             << (ahead ? ", norm prepared ahead" : ""));
-            const cuda::MoeGateArgs in_cluster = inputs.args(ahead, true);
+            const cuda::MoeGateArgs in_cluster = inputs.args(ahead, kAnyCluster);
             ASSERT_TRUE(cuda::moe_gate_routes_in_cluster(in_cluster)) << "the cluster form fits this router";
-            const GateResult want = inputs.run(inputs.args(ahead, false));
-            const GateResult got = inputs.run(inputs.args(ahead, true));
+            const GateResult want = inputs.run(inputs.args(ahead, kNoCluster));
+            const GateResult got = inputs.run(inputs.args(ahead, kAnyCluster));
             EXPECT_EQ(got.logits, want.logits);
             EXPECT_EQ(got.normed, want.normed);
             EXPECT_EQ(got.gate_logit, want.gate_logit);
@@ -213,18 +216,34 @@ TEST_F(MoeGate, ClusterRoutingMatchesTheLastBlocksRouting) {
 TEST_F(MoeGate, ClusterRoutingIsLeftToRoutersItDoesNotFit) {
     std::mt19937 rng(12);
     GateInputs wide(GateShape{64, 512, 8, false, false, false, 0}, rng);
-    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(wide.args(false, true))) << "more rows than the cluster holds";
+    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(wide.args(false, kAnyCluster))) << "more rows than the cluster holds";
     GateInputs many(GateShape{64, 64, 12, false, false, false, 0}, rng);
-    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(many.args(false, true))) << "more choices than a block sends";
+    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(many.args(false, kAnyCluster))) << "more choices than a block sends";
     GateInputs plain(GateShape{64, 64, 4, false, false, false, 0}, rng);
-    cuda::MoeGateArgs grouped = plain.args(false, true);
+    cuda::MoeGateArgs grouped = plain.args(false, kAnyCluster);
     grouped.routing.groups = 8;
     grouped.routing.groups_kept = 4;
     EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(grouped)) << "expert groups";
-    cuda::MoeGateArgs unnormalised = plain.args(false, true);
+    cuda::MoeGateArgs unnormalised = plain.args(false, kAnyCluster);
     unnormalised.routing.normalize = false;
     EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(unnormalised)) << "softmax over every expert";
-    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(plain.args(false, false))) << "not asked for";
+    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(plain.args(false, kNoCluster))) << "not asked for";
+}
+
+// The backend's default takes the cluster form only where each warp of its blocks holds one router
+// row: Nemotron-H's 128 rows (8 a block), not Qwen3.5-MoE's 257 (17 a block), which it left slower.
+TEST_F(MoeGate, ClusterRoutingByDefaultOnlyWhereAWarpHasOneRow) {
+    if (cuda::device_info(0).sm_major < 9) GTEST_SKIP() << "thread block clusters need compute capability 9.0";
+    std::mt19937 rng(13);
+    GateInputs nemotron(GateShape{2688, 128, 6, true, false, true, 0}, rng);
+    EXPECT_TRUE(cuda::moe_gate_routes_in_cluster(nemotron.args(false, cuda::GateCluster::kOneRowAWarp)));
+    GateInputs qwen(GateShape{2048, 256, 8, false, true, true, 0}, rng);
+    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(qwen.args(false, cuda::GateCluster::kOneRowAWarp)));
+    EXPECT_TRUE(cuda::moe_gate_routes_in_cluster(qwen.args(false, kAnyCluster)));
+    GateInputs edge(GateShape{256, 128, 8, false, false, false, 0}, rng);  // 8 rows a block exactly
+    EXPECT_TRUE(cuda::moe_gate_routes_in_cluster(edge.args(false, cuda::GateCluster::kOneRowAWarp)));
+    GateInputs past(GateShape{256, 129, 8, false, false, false, 0}, rng);  // 9 rows in some blocks
+    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(past.args(false, cuda::GateCluster::kOneRowAWarp)));
 }
 
 }  // namespace

@@ -60,6 +60,16 @@ struct DeviceWeight {
     bool in_place = false;  // already in device memory (weights made on the GPU): used as they are
 };
 
+// Which MoE gates route in one thread block cluster: DUET_CUDA_GATE_CLUSTER=0 none, =1 every one
+// whose routing fits the form; otherwise those of one row a warp, the ones it is measured to speed up
+// (cuda::GateCluster).
+cuda::GateCluster gate_cluster_from_environment() {
+    const char* setting = std::getenv("DUET_CUDA_GATE_CLUSTER");
+    if (setting != nullptr && std::strcmp(setting, "0") == 0) return cuda::GateCluster::kNever;
+    if (setting != nullptr && std::strcmp(setting, "1") == 0) return cuda::GateCluster::kWhereverItFits;
+    return cuda::GateCluster::kOneRowAWarp;
+}
+
 // Whether `p` points into device memory (cudaMalloc'd), where the host must not read.
 bool is_device_memory(const void* p) {
     cudaPointerAttributes attributes{};
@@ -174,10 +184,7 @@ public:
         const char* graphs = std::getenv("DUET_CUDA_GRAPHS");
         const bool record = !times_.enabled() && (graphs == nullptr || std::strcmp(graphs, "0") != 0);
         graphs_ = std::make_unique<StepGraphs>(stream_, record);
-        // Opt-in until measured on a Drama 3 frame (bench/NOTES.md): the one-token gate routing in
-        // one thread block cluster (cuda::MoeGateArgs::route_in_cluster).
-        const char* gate_cluster = std::getenv("DUET_CUDA_GATE_CLUSTER");
-        gate_cluster_on_ = gate_cluster != nullptr && std::strcmp(gate_cluster, "1") == 0;
+        gate_cluster_ = gate_cluster_from_environment();
         marks_ = std::make_unique<StepMarks>(stream_);
     }
     ~CudaBackend() override {
@@ -856,7 +863,7 @@ private:
         a.blocks_done = gate_blocks_done();
         a.ahead = ahead_for_reader(a.x, n, hidden, g.in.norm_weight);
         a.slot_matrices = g.slots;
-        a.route_in_cluster = gate_cluster_on_;
+        a.route_in_cluster = gate_cluster_;
         cuda::moe_gate(a, stream_);
         return true;
     }
@@ -1034,7 +1041,7 @@ private:
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
-    bool gate_cluster_on_ = false;  // DUET_CUDA_GATE_CLUSTER=1
+    cuda::GateCluster gate_cluster_ = cuda::GateCluster::kOneRowAWarp;  // DUET_CUDA_GATE_CLUSTER
     std::vector<DeviceBuffer> retired_;
     // `issue` as the start of a decode step: the norms prepared ahead begin there (see NormsAhead).
     std::function<const float*()> in_step(const std::function<const float*()>& issue) {

@@ -650,9 +650,11 @@ bool gate_cluster_fits(const MoeGateArgs& a) {
 // The cluster form's kernel where the gate asks for it, its routing fits and the device places the
 // cluster; null otherwise.
 GateKernel gate_cluster_kernel(const MoeGateArgs& a) {
-    if (!a.route_in_cluster || !gate_cluster_fits(a)) return nullptr;
+    if (a.route_in_cluster == GateCluster::kNever || !gate_cluster_fits(a)) return nullptr;
+    const bool one_row_a_warp = gate_cluster_rows_per_block(a) <= kGateWarps;
+    if (a.route_in_cluster == GateCluster::kOneRowAWarp && !one_row_a_warp) return nullptr;
     const int64_t loads = gate_loads(a);
-    const GateKernel kernel = gate_cluster_rows_per_block(a) <= kGateWarps
+    const GateKernel kernel = one_row_a_warp
                                   ? gate_kernel<1, true>(loads, a.sigmoid, a.ahead.on())
                                   : gate_kernel<kGateClusterRowsPerWarp, true>(loads, a.sigmoid, a.ahead.on());
     return resident_clusters(kernel, kGateClusterBlocks, kThreads, gate_shared_bytes(a)) > 0 ? kernel : nullptr;
