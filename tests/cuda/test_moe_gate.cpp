@@ -21,8 +21,8 @@
 namespace duet {
 namespace {
 
-constexpr cuda::GateCluster kNoCluster = cuda::GateCluster::kNever;
-constexpr cuda::GateCluster kAnyCluster = cuda::GateCluster::kWhereverItFits;
+constexpr bool kNoCluster = false;
+constexpr bool kAnyCluster = true;
 
 struct GateShape {
     int64_t hidden, experts, top_k;
@@ -89,7 +89,7 @@ public:
     }
 
     // The launch's arguments, its outputs in fresh buffers.
-    cuda::MoeGateArgs args(bool ahead, cuda::GateCluster in_cluster) {
+    cuda::MoeGateArgs args(bool ahead, bool in_cluster) {
         const GateShape& s = shape_;
         normed_ = cuda::DeviceBuffer(static_cast<size_t>(s.hidden) * sizeof(float));
         logits_ = cuda::DeviceBuffer(static_cast<size_t>(s.experts + 1) * sizeof(float));
@@ -176,10 +176,11 @@ std::vector<int32_t> host_top_k(const std::vector<float>& logits, const std::vec
 
 class MoeGate : public cuda::testing::DeviceTest {};
 
-// Qwen3.5-MoE's router (256 rows and the shared expert's gate row, top 8, softmax), Nemotron-H's
-// (128 rows of 2688, top 6, sigmoid with a bias), routers whose rows repeat (ties), a router of more
-// rows than the cluster's blocks hold 8 a block (300: three rows a warp), and small ones where most
-// of the cluster's blocks have fewer rows than choices or none.
+// Qwen3.5-MoE's router (256 rows and the shared expert's gate row, split over the last block's
+// warps; top 8, softmax), Nemotron-H's (128 rows of 2688, top 6, sigmoid with a bias), routers whose
+// rows repeat (ties), routers of more rows than 8 a block (250 and 200: two a warp, the last block
+// short; 200 of 3072 values, a lane's most loads, so the split gate row has two loads a warp), and
+// small ones where most of the cluster's blocks have fewer rows than choices or none.
 TEST_F(MoeGate, ClusterRoutingMatchesTheLastBlocksRouting) {
     if (cuda::device_info(0).sm_major < 9) GTEST_SKIP() << "thread block clusters need compute capability 9.0";
     std::mt19937 rng(11);
@@ -187,7 +188,8 @@ TEST_F(MoeGate, ClusterRoutingMatchesTheLastBlocksRouting) {
                                    GateShape{2688, 128, 6, true, false, true, 0},
                                    GateShape{256, 256, 8, true, true, true, 24},
                                    GateShape{256, 256, 8, false, false, true, 40},
-                                   GateShape{512, 300, 8, false, true, false, 0},
+                                   GateShape{512, 250, 8, false, true, false, 0},
+                                   GateShape{3072, 200, 8, true, true, false, 0},
                                    GateShape{64, 40, 4, true, false, true, 0},
                                    GateShape{64, 8, 8, false, true, true, 0}}) {
         GateInputs inputs(shape, rng);
@@ -217,6 +219,9 @@ TEST_F(MoeGate, ClusterRoutingIsLeftToRoutersItDoesNotFit) {
     std::mt19937 rng(12);
     GateInputs wide(GateShape{64, 512, 8, false, false, false, 0}, rng);
     EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(wide.args(false, kAnyCluster))) << "more rows than the cluster holds";
+    GateInputs long_rows(GateShape{3200, 64, 8, false, true, false, 0}, rng);
+    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(long_rows.args(false, kAnyCluster)))
+        << "rows of more than one round of loads";
     GateInputs many(GateShape{64, 64, 12, false, false, false, 0}, rng);
     EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(many.args(false, kAnyCluster))) << "more choices than a block sends";
     GateInputs plain(GateShape{64, 64, 4, false, false, false, 0}, rng);
@@ -228,22 +233,6 @@ TEST_F(MoeGate, ClusterRoutingIsLeftToRoutersItDoesNotFit) {
     unnormalised.routing.normalize = false;
     EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(unnormalised)) << "softmax over every expert";
     EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(plain.args(false, kNoCluster))) << "not asked for";
-}
-
-// The backend's default takes the cluster form only where each warp of its blocks holds one router
-// row: Nemotron-H's 128 rows (8 a block), not Qwen3.5-MoE's 257 (17 a block), which it left slower.
-TEST_F(MoeGate, ClusterRoutingByDefaultOnlyWhereAWarpHasOneRow) {
-    if (cuda::device_info(0).sm_major < 9) GTEST_SKIP() << "thread block clusters need compute capability 9.0";
-    std::mt19937 rng(13);
-    GateInputs nemotron(GateShape{2688, 128, 6, true, false, true, 0}, rng);
-    EXPECT_TRUE(cuda::moe_gate_routes_in_cluster(nemotron.args(false, cuda::GateCluster::kOneRowAWarp)));
-    GateInputs qwen(GateShape{2048, 256, 8, false, true, true, 0}, rng);
-    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(qwen.args(false, cuda::GateCluster::kOneRowAWarp)));
-    EXPECT_TRUE(cuda::moe_gate_routes_in_cluster(qwen.args(false, kAnyCluster)));
-    GateInputs edge(GateShape{256, 128, 8, false, false, false, 0}, rng);  // 8 rows a block exactly
-    EXPECT_TRUE(cuda::moe_gate_routes_in_cluster(edge.args(false, cuda::GateCluster::kOneRowAWarp)));
-    GateInputs past(GateShape{256, 129, 8, false, false, false, 0}, rng);  // 9 rows in some blocks
-    EXPECT_FALSE(cuda::moe_gate_routes_in_cluster(past.args(false, cuda::GateCluster::kOneRowAWarp)));
 }
 
 }  // namespace

@@ -60,14 +60,11 @@ struct DeviceWeight {
     bool in_place = false;  // already in device memory (weights made on the GPU): used as they are
 };
 
-// Which MoE gates route in one thread block cluster: DUET_CUDA_GATE_CLUSTER=0 none, =1 every one
-// whose routing fits the form; otherwise those of one row a warp, the ones it is measured to speed up
-// (cuda::GateCluster).
-cuda::GateCluster gate_cluster_from_environment() {
+// Whether MoE gates route in one thread block cluster where their routing fits that form
+// (cuda::MoeGateArgs::route_in_cluster): unless DUET_CUDA_GATE_CLUSTER=0.
+bool gate_cluster_from_environment() {
     const char* setting = std::getenv("DUET_CUDA_GATE_CLUSTER");
-    if (setting != nullptr && std::strcmp(setting, "0") == 0) return cuda::GateCluster::kNever;
-    if (setting != nullptr && std::strcmp(setting, "1") == 0) return cuda::GateCluster::kWhereverItFits;
-    return cuda::GateCluster::kOneRowAWarp;
+    return setting == nullptr || std::strcmp(setting, "0") != 0;
 }
 
 // Whether `p` points into device memory (cudaMalloc'd), where the host must not read.
@@ -1041,7 +1038,7 @@ private:
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;
-    cuda::GateCluster gate_cluster_ = cuda::GateCluster::kOneRowAWarp;  // DUET_CUDA_GATE_CLUSTER
+    bool gate_cluster_ = true;  // DUET_CUDA_GATE_CLUSTER
     std::vector<DeviceBuffer> retired_;
     // `issue` as the start of a decode step: the norms prepared ahead begin there (see NormsAhead).
     std::function<const float*()> in_step(const std::function<const float*()>& issue) {

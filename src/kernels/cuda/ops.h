@@ -233,13 +233,8 @@ constexpr int64_t kGateSlotMatricesMaxExperts = 256;
 // is on. The routing is done by the last block to finish, which counts itself in blocks_done: a
 // device counter that is zero before the launch (the launch leaves it zero); or, where
 // route_in_cluster asks for it and moe_gate_routes_in_cluster says so (Hopper; a router without
-// expert groups, weighed over the chosen: sigmoid, or softmax normalised; at most 384 rows and top
-// 8), by one thread block cluster that holds every router row.
-//
-// Which routers take the cluster form. On an H100 it took 0.9 µs off each of Nemotron-H's gates
-// (128 rows: one a warp of the cluster's blocks) and added 0.7 µs to each of Qwen3.5-MoE's (257
-// rows: up to three a warp, twice the registers), so by default it goes where a warp has one row.
-enum class GateCluster { kNever, kOneRowAWarp, kWhereverItFits };
+// expert groups, weighed over the chosen: sigmoid, or softmax normalised; at most 256 experts and
+// top 8; rows of at most 3072 values), by one thread block cluster that holds every router row.
 struct MoeGateArgs {
     const float* x = nullptr;
     const float* norm_weight = nullptr;
@@ -258,7 +253,7 @@ struct MoeGateArgs {
     unsigned* blocks_done = nullptr;
     NormAhead ahead;  // on: rmsnorm(x) was prepared by the kernel that wrote x (norm_ahead.h)
     SlotMatrices slot_matrices;  // experts at most kGateSlotMatricesMaxExperts
-    GateCluster route_in_cluster = GateCluster::kNever;
+    bool route_in_cluster = false;
 };
 bool moe_gate_fits(int64_t hidden, int64_t experts, int64_t top_k);
 bool moe_gate_routes_in_cluster(const MoeGateArgs& args);

@@ -309,9 +309,11 @@ constexpr int kGateChunksPerThread = static_cast<int>(kMaxGateHidden / 8 / kThre
 // allows) hold every router row, each finds its own rows' k best, sends them to block 0's shared
 // memory and block 0 merges them after the cluster's barrier. This replaces the last-block pattern's
 // device-wide count and the reload of every logit from L2. A block's rows are one per lane of a
-// warp, its candidates at most kGateClusterTopK, and block 0 merges them a warp at a time.
+// warp, its candidates at most kGateClusterTopK, and block 0 merges them a warp at a time. The
+// shared expert's gate row, when there is one, is split over the last block's warps (SplitGateRow),
+// so that Qwen3.5-MoE's 256 experts are two rows a warp rather than three.
 constexpr int kGateClusterBlocks = 16;
-constexpr int kGateClusterRowsPerWarp = 3;  // a block's rows at most kGateWarps · this
+constexpr int kGateClusterRowsPerWarp = 2;  // a block's expert rows at most kGateWarps · this
 constexpr int kGateClusterTopK = 8;
 constexpr int64_t kGateClusterMaxExperts = int64_t(kGateClusterBlocks) * kGateWarps * kGateClusterRowsPerWarp;
 static_assert(kGateWarps * kGateClusterRowsPerWarp <= kWarpSize, "a block's rows are a warp's lanes");
@@ -344,6 +346,50 @@ struct GateRowEntries {
         first = sm.first_table[expert];
         if (sm.second_table != nullptr) second = sm.second_table[expert];
         if (sm.down_table != nullptr) down = sm.down_table[expert];
+    }
+};
+
+// The shared expert's gate row in the cluster form, split over a block's warps: warp w holds loads
+// w, w + kGateWarps, ... of the kLoads a lane that one warp's RowDot<kWarpSize, kLoads> would hold
+// (the row is one round of them), and the sum adds the lanes' parts in RowDot's order, so the logit
+// has the same bits as the last-block form's.
+template <int kLoads>
+struct SplitGateRow {
+    static constexpr int kParts = (kLoads + kGateWarps - 1) / kGateWarps;  // loads a warp
+    uint4 w[kParts];
+
+    __device__ static int load_of(int part) { return static_cast<int>(threadIdx.x) / kWarpSize + part * kGateWarps; }
+
+    __device__ void start(const uint4* row, int64_t chunks) {
+#pragma unroll
+        for (int p = 0; p < kParts; ++p) {
+            const int64_t k = threadIdx.x % kWarpSize + int64_t(load_of(p)) * kWarpSize;
+            if (load_of(p) < kLoads && k < chunks) w[p] = __ldcs(row + k);
+        }
+    }
+    // Each lane's part of each of its warp's loads into parts[load][lane].
+    template <typename Input>
+    __device__ void store_parts(const Input& input, int64_t chunks, float (*parts)[kWarpSize]) const {
+        const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+        for (int p = 0; p < kParts; ++p) {
+            if (load_of(p) >= kLoads) continue;
+            const int64_t k = lane + int64_t(load_of(p)) * kWarpSize;
+            float part = 0.0f;
+            if (k < chunks) {
+                float4 lo, hi;
+                input.load(k, lo, hi);
+                part = dot8(w[p], lo, hi, 0.0f);
+            }
+            parts[load_of(p)][lane] = part;
+        }
+    }
+    // The row's sum for every lane of a warp, once every warp's parts are stored.
+    __device__ static float sum(const float (*parts)[kWarpSize]) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) sum += parts[u][threadIdx.x % kWarpSize];
+        return RowDot<kWarpSize, kLoads>::group_sum(sum);
     }
 };
 
@@ -442,7 +488,10 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
     const int warp = threadIdx.x / kWarpSize;
     const int64_t chunks = a.hidden / 8;
     const int64_t first_row = int64_t(blockIdx.x) * rows_per_block;
-    const int64_t rows = a.experts + (a.gate_row != nullptr ? 1 : 0);
+    // The rows of whole warps: in the cluster form the experts' (the gate row is split), otherwise
+    // the shared expert's gate row too.
+    const int64_t rows = a.experts + (!kCluster && a.gate_row != nullptr ? 1 : 0);
+    const bool splits_gate_row = kCluster && a.gate_row != nullptr && blockIdx.x == gridDim.x - 1;
     if constexpr (kCluster) __cluster_barrier_arrive_relaxed();  // started: route_across_cluster waits on it
     // The whole row in flight at once where kLoads allows, and the norm's weights: neither needs
     // anything from before.
@@ -457,6 +506,9 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
                                            : static_cast<const uint4*>(a.gate_row);
         dots[j].start(w, active ? chunks : 0);
     }
+    SplitGateRow<kLoads> split_gate_row;
+    __shared__ float gate_row_parts[kCluster ? kLoads : 1][kWarpSize];
+    if (splits_gate_row) split_gate_row.start(static_cast<const uint4*>(a.gate_row), chunks);
     // A thread's values: the two float4 of each of its 16-byte groups c = threadIdx.x + j · kThreads.
     const auto* g4 = reinterpret_cast<const float4*>(a.norm_weight);
     float4 g[2 * kGateChunksPerThread], v[2 * kGateChunksPerThread];
@@ -487,6 +539,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
     wait_for_inputs();
 
     float logits[kRowsPerWarp];
+    float row_scale = 1.0f;  // what a row's sum is multiplied by: 1 / rms where the norm came ahead
     if constexpr (kAhead) {
         const auto* weighted = reinterpret_cast<const float4*>(a.ahead.weighted);
         if (blockIdx.x == 0) {
@@ -511,6 +564,8 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
         }
 #pragma unroll
         for (int j = 0; j < kRowsPerWarp; ++j) logits[j] = dots[j].finish(PlainInput{weighted}) * inv;
+        if (splits_gate_row) split_gate_row.store_parts(PlainInput{weighted}, chunks, gate_row_parts);
+        row_scale = inv;
     } else {
         // x read once into registers, normalised from there.
         const auto* x4 = reinterpret_cast<const float4*>(a.x);
@@ -537,6 +592,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < kRowsPerWarp; ++j) logits[j] = dots[j].finish(SharedInput{normed, normed + chunks});
+        if (splits_gate_row) split_gate_row.store_parts(SharedInput{normed, normed + chunks}, chunks, gate_row_parts);
     }
 #pragma unroll
     for (int j = 0; j < kRowsPerWarp; ++j) {
@@ -553,6 +609,10 @@ __global__ void __launch_bounds__(kThreads) moe_gate_kernel(MoeGateArgs a, int r
     }
     __syncthreads();
     if constexpr (kCluster) {
+        if (splits_gate_row && warp == 0) {
+            const float gate_logit = SplitGateRow<kLoads>::sum(gate_row_parts) * row_scale;
+            if (threadIdx.x == 0) *a.gate_logit = gate_logit;
+        }
         route_across_cluster<kSigmoid>(a, first_row, rows_per_block, row_logits, entries);
         return;
     }
@@ -619,11 +679,14 @@ GateKernel gate_kernel(bool sigmoid, bool ahead) {
                             : moe_gate_kernel<false, kLoads, false, kRowsPerWarp, kCluster>);
 }
 
+// The most loads a lane the gate's kernels hold: rows of more groups take more than one round.
+constexpr int64_t kGateMaxLoads = 12;
+
 template <int kRowsPerWarp, bool kCluster>
 GateKernel gate_kernel(int64_t loads, bool sigmoid, bool ahead) {
     return loads <= 4   ? gate_kernel<4, kRowsPerWarp, kCluster>(sigmoid, ahead)
            : loads <= 8 ? gate_kernel<8, kRowsPerWarp, kCluster>(sigmoid, ahead)
-                        : gate_kernel<12, kRowsPerWarp, kCluster>(sigmoid, ahead);
+                        : gate_kernel<kGateMaxLoads, kRowsPerWarp, kCluster>(sigmoid, ahead);
 }
 
 // The gate's rows (the router's and the shared expert's gate row), and the dynamic shared memory
@@ -635,26 +698,25 @@ size_t gate_shared_bytes(const MoeGateArgs& a) {
 // Enough for a whole router row (Nemotron-H's 336 groups, Qwen3.5's 256) in one round.
 int64_t gate_loads(const MoeGateArgs& a) { return (a.hidden / 8 + kWarpSize - 1) / kWarpSize; }
 
-// The gate's rows a block in the cluster form.
+// The experts' rows a block in the cluster form (the shared expert's gate row is split apart).
 int gate_cluster_rows_per_block(const MoeGateArgs& a) {
-    return static_cast<int>((gate_rows(a) + kGateClusterBlocks - 1) / kGateClusterBlocks);
+    return static_cast<int>((a.experts + kGateClusterBlocks - 1) / kGateClusterBlocks);
 }
 
 // Whether a gate's routing is one route_across_cluster takes: no expert groups, weights from the
-// chosen alone, few enough rows and choices.
+// chosen alone, few enough rows and choices; and rows of one round of loads (SplitGateRow).
 bool gate_cluster_fits(const MoeGateArgs& a) {
     return a.routing.groups <= 1 && (a.sigmoid || a.routing.normalize) && a.routing.top_k <= kGateClusterTopK &&
-           gate_rows(a) <= kGateClusterMaxExperts && thread_block_clusters_available();
+           gate_loads(a) <= kGateMaxLoads &&
+           a.experts <= kGateClusterMaxExperts && thread_block_clusters_available();
 }
 
 // The cluster form's kernel where the gate asks for it, its routing fits and the device places the
 // cluster; null otherwise.
 GateKernel gate_cluster_kernel(const MoeGateArgs& a) {
-    if (a.route_in_cluster == GateCluster::kNever || !gate_cluster_fits(a)) return nullptr;
-    const bool one_row_a_warp = gate_cluster_rows_per_block(a) <= kGateWarps;
-    if (a.route_in_cluster == GateCluster::kOneRowAWarp && !one_row_a_warp) return nullptr;
+    if (!a.route_in_cluster || !gate_cluster_fits(a)) return nullptr;
     const int64_t loads = gate_loads(a);
-    const GateKernel kernel = one_row_a_warp
+    const GateKernel kernel = gate_cluster_rows_per_block(a) <= kGateWarps
                                   ? gate_kernel<1, true>(loads, a.sigmoid, a.ahead.on())
                                   : gate_kernel<kGateClusterRowsPerWarp, true>(loads, a.sigmoid, a.ahead.on());
     return resident_clusters(kernel, kGateClusterBlocks, kThreads, gate_shared_bytes(a)) > 0 ? kernel : nullptr;
