@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/occupancy.h"
 
 namespace duet::cuda {
 
@@ -40,11 +41,15 @@ bool bulk_copies_available();
 
 // Launches `kernel` early where the device allows it, plainly otherwise, in thread block clusters
 // of `cluster_blocks` consecutive blocks along x (0: no cluster launch; clusters need compute
-// capability 9.0, see thread_block_clusters_available). The kernel must call wait_for_inputs()
-// before its first access to memory that earlier work touches.
+// capability 9.0, see thread_block_clusters_available; a size above the portable 8 is allowed on the
+// kernel here). The kernel must call wait_for_inputs() before its first access to memory that earlier
+// work touches.
 template <typename... Params, typename... Args>
 void launch_early_in_clusters(unsigned cluster_blocks, void (*kernel)(Params...), dim3 grid, dim3 block,
                               size_t shared_bytes, cudaStream_t stream, const char* name, Args&&... args) {
+    if (!allow_cluster_blocks(reinterpret_cast<const void*>(kernel), static_cast<int>(cluster_blocks))) {
+        fail(name, ": the device refuses clusters of ", cluster_blocks, " blocks");
+    }
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;

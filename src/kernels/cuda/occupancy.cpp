@@ -55,6 +55,18 @@ int once_a_device(const void* kernel, int cluster_blocks, int threads, size_t sh
 
 }  // namespace
 
+bool allow_cluster_blocks(const void* kernel, int cluster_blocks) {
+    constexpr int kPortableClusterBlocks = 8;
+    if (cluster_blocks <= kPortableClusterBlocks) return true;
+    // Keyed apart from resident_clusters' answers by a block size no launch has.
+    constexpr int kNoThreads = -1;
+    return once_a_device(kernel, cluster_blocks, kNoThreads, 0, [&] {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) return 1;
+        (void)cudaGetLastError();  // a refusal is an answer, not an error for the next call
+        return 0;
+    }) != 0;
+}
+
 int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
     return once_a_device(kernel, 0, threads, shared_bytes, [&] {
         int per_multiprocessor = 0;
@@ -65,13 +77,9 @@ int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
 }
 
 int resident_clusters(const void* kernel, int cluster_blocks, int threads, size_t shared_bytes) {
+    // Before the query's own lock: allow_cluster_blocks takes it too.
+    if (!allow_cluster_blocks(kernel, cluster_blocks)) return 0;
     return once_a_device(kernel, cluster_blocks, threads, shared_bytes, [&] {
-        constexpr int kPortableClusterBlocks = 8;
-        if (cluster_blocks > kPortableClusterBlocks &&
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-            (void)cudaGetLastError();  // a refusal is an answer, not an error for the next call
-            return 0;
-        }
         cudaLaunchConfig_t config{};
         config.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
         config.blockDim = dim3(static_cast<unsigned>(threads));

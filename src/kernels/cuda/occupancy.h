@@ -27,9 +27,14 @@ int resident_blocks(void (*kernel)(Params...), int threads, size_t shared_bytes 
     return resident_blocks(reinterpret_cast<const void*>(kernel), threads, shared_bytes);
 }
 
+// Lets `kernel` launch in clusters of `cluster_blocks` blocks: a size above the portable 8 must be
+// allowed on the kernel first (Hopper places up to 16). False where the device refuses; set once a
+// device and kernel, so that launches on a decode step's path pay nothing for it.
+bool allow_cluster_blocks(const void* kernel, int cluster_blocks);
+
 // Clusters of `cluster_blocks` blocks of `kernel` (one-dimensional) resident at once on the current
-// device, kept as resident_blocks is; 0 when none fits or the device runs no clusters. A size above
-// the portable 8 is allowed on the kernel first (Hopper places up to 16).
+// device, kept as resident_blocks is; 0 when none fits, the device runs no clusters or refuses the
+// size (allow_cluster_blocks).
 int resident_clusters(const void* kernel, int cluster_blocks, int threads, size_t shared_bytes);
 
 template <typename... Params>
