@@ -164,6 +164,20 @@ struct SlotWrites {
     }
 };
 
+// A chosen expert's weight under sigmoid routing: its score, over the chosen's summed scores where
+// the routing normalises, times the routing's scale.
+__device__ __forceinline__ float sigmoid_route_weight(float score, float chosen_sum, const MoeRouting& routing) {
+    const float denominator = routing.normalize ? chosen_sum + 1e-20f : 1.0f;
+    return score / denominator * routing.scale;
+}
+
+// A chosen expert's share under softmax routing normalised over the chosen, before its division by
+// the chosen's sum: p_i / Σ p_chosen = exp(l_i − l_best) / Σ exp(l_j − l_best), so the softmax's
+// maximum and sum over every expert (two block reductions on the routing's critical path) are not
+// needed, and the logits rank as their probabilities do (but for logits too close for their
+// probabilities to differ, where the CPU takes the lower index).
+__device__ __forceinline__ float chosen_softmax_part(float logit, float best_logit) { return expf(logit - best_logit); }
+
 // One token's sigmoid routing by the whole block of kThreads: `logits` [experts] (any memory the
 // block may read), `chosen` and `weights` [top_k].
 __device__ void route_sigmoid_token(const float* logits, const ThreadBias& bias, int experts,
@@ -211,10 +225,10 @@ __device__ void route_sigmoid_token(const float* logits, const ThreadBias& bias,
     if (threadIdx.x < kWarpSize) {
         float sum = 0.0f;
         for (int i = threadIdx.x; i < k; i += kWarpSize) sum += score[order[i]];
-        const float denominator = routing.normalize ? warp_sum(sum) + 1e-20f : 1.0f;
+        const float chosen_sum = routing.normalize ? warp_sum(sum) : 0.0f;
         for (int i = threadIdx.x; i < k; i += kWarpSize) {
             chosen[i] = order[i];
-            weights[i] = score[order[i]] / denominator * routing.scale;
+            weights[i] = sigmoid_route_weight(score[order[i]], chosen_sum, routing);
             slots.write(i, order[i]);
         }
     }
@@ -237,10 +251,7 @@ __device__ void route_softmax_token(const float* logits, int experts, int top_k,
     __shared__ float shared[32];
     __shared__ int32_t order[kMaxTopK];
     if (normalize) {
-        // Weighed over the chosen alone, p_i / Σ p_chosen = exp(l_i − l_best) / Σ exp(l_j − l_best):
-        // the softmax's maximum and sum over every expert (two block reductions on the routing's
-        // critical path) are not needed, and the logits rank as their probabilities do (but for
-        // logits too close for their probabilities to differ, where the CPU takes the lower index).
+        // Weighed over the chosen alone (chosen_softmax_part): the logits rank the experts.
         for (int e = threadIdx.x; e < experts; e += blockDim.x) {
             p[e] = logits[e];
             taken[e] = false;
@@ -254,7 +265,7 @@ __device__ void route_softmax_token(const float* logits, int experts, int top_k,
 #pragma unroll
             for (int r = 0; r < kMaxTopK / kWarpSize; ++r) {
                 const int i = threadIdx.x + r * kWarpSize;
-                part[r] = i < top_k ? expf(p[order[i]] - best) : 0.0f;
+                part[r] = i < top_k ? chosen_softmax_part(p[order[i]], best) : 0.0f;
                 sum += part[r];
             }
             sum = warp_sum(sum);
@@ -455,11 +466,10 @@ __device__ void route_across_cluster(const MoeGateArgs& a, int64_t first_row, in
     const float score = chosen ? candidates.score[index] : 0.0f;
     float weight;
     if (kSigmoid) {
-        const float denominator = a.routing.normalize ? warp_sum(score) + 1e-20f : 1.0f;
-        weight = score / denominator * a.routing.scale;
+        weight = sigmoid_route_weight(score, a.routing.normalize ? warp_sum(score) : 0.0f, a.routing);
     } else {
         const float best = __shfl_sync(0xFFFFFFFFu, score, 0);  // by every lane: a shuffle needs them all
-        const float part = chosen ? expf(score - best) : 0.0f;
+        const float part = chosen ? chosen_softmax_part(score, best) : 0.0f;
         weight = part / warp_sum(part);
     }
     if (chosen) {
