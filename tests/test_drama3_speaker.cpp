@@ -110,20 +110,24 @@ TEST_F(Drama3Speaker, StopsAtTheFrameBudgetTheContextAndTheListener) {
     EXPECT_EQ(stopped.frames.count(), 2u);
 }
 
-TEST_F(Drama3Speaker, EosEndsTheRunAndIsNotFed) {
-    // The fixture's weights with the EOS row of the LM head made 50 times the row of the token
-    // greedy decoding picks first: EOS then wins the first frame.
+// The fixture's weights with the EOS row of the LM head made `times` the row of the token greedy
+// decoding picks first: at 50, EOS then wins the first frame.
+Model model_preferring_eos(const Config& config, float times) {
     const Checkpoint ck = Checkpoint::open(fixture_dir("drama3_tiny"));
     auto tensors = std::make_shared<TensorSet>();
     for (const TensorEntry* t : ck.all()) std::memcpy(tensors->add(t->name, t->dtype, t->shape), t->data, t->nbytes);
-    const Config& config = model_->config();
     const int32_t first_greedy = 222;
     auto* head = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(tensors->find("lm_head.weight")->data));
     const int64_t hidden = config.backbone.hidden;
     for (int64_t i = 0; i < hidden; ++i) {
-        head[config.eos * hidden + i] = f32_to_bf16(50.0f * bf16_to_f32(head[first_greedy * hidden + i]));
+        head[config.eos * hidden + i] = f32_to_bf16(times * bf16_to_f32(head[first_greedy * hidden + i]));
     }
-    const Model eos_model = Model::from_tensors(config, tensors);
+    return Model::from_tensors(config, tensors);
+}
+
+TEST_F(Drama3Speaker, EosEndsTheRunAndIsNotFed) {
+    const Config& config = model_->config();
+    const Model eos_model = model_preferring_eos(config, 50.0f);
     Speaker speaker(eos_model, *backend_, 64);
     speaker.feed(prompt());
     const int64_t before = speaker.position();
@@ -136,6 +140,50 @@ TEST_F(Drama3Speaker, EosEndsTheRunAndIsNotFed) {
     EXPECT_EQ(out.frames.main(0), config.eos);
     EXPECT_EQ(heard, 1);  // the listener hears the EOS frame too
     EXPECT_EQ(speaker.position(), before);  // but it is not fed
+}
+
+// Frames drawn with the next one's step issued ahead of their read-back are the frames drawn one
+// at a time, EOS frames (which stop the step behind them) included: a model that draws EOS now and
+// then at temperature 1, with drawing going on after each as a bench does.
+TEST_F(Drama3Speaker, DrawingAheadGivesTheFramesDrawnOneAtATime) {
+    const Config& config = model_->config();
+    const Model model = model_preferring_eos(config, 1.2f);
+    FrameSampling sampling;
+    sampling.params = {1.0f, 30, 0.9f, 5};
+    Speaker plain(model, *backend_, 64), ahead(model, *backend_, 64);
+    plain.feed(prompt());
+    ahead.feed(prompt());
+    std::vector<int32_t> a(static_cast<size_t>(config.frame_width())), b(a.size());
+    int ends = 0;
+    for (int i = 0; i < 24; ++i) {
+        SCOPED_TRACE(::testing::Message() << "frame " << i);
+        const bool fed_plain = plain.step(sampling, a);
+        const bool fed_ahead = ahead.step(sampling, b, nullptr, /*then_next=*/true);
+        ASSERT_EQ(a, b);
+        ASSERT_EQ(fed_plain, fed_ahead);
+        ASSERT_EQ(plain.position(), ahead.position());
+        ends += fed_plain ? 0 : 1;
+        EXPECT_EQ(ahead.has_frame_ahead(), fed_ahead);
+    }
+    EXPECT_GT(ends, 0) << "no EOS drawn: the test does not cover the step queued behind one";
+    EXPECT_LT(ends, 24);
+
+    // With a frame ahead, rows are refused until step() has taken it, and other settings too.
+    ahead.step(sampling, b, nullptr, true);
+    plain.step(sampling, a);
+    EXPECT_EQ(a, b);
+    if (ahead.has_frame_ahead()) {
+        const std::string message = error_of([&] { ahead.feed(rows(std::span(prompt_values_).first(11))); });
+        EXPECT_NE(message.find("a frame was drawn ahead and not yet taken"), std::string::npos) << message;
+        FrameSampling other = sampling;
+        other.params.seed = 6;
+        const std::string other_message = error_of([&] { ahead.step(other, b); });
+        EXPECT_NE(other_message.find("other sampling settings"), std::string::npos) << other_message;
+        ahead.step(sampling, b);
+        plain.step(sampling, a);
+        EXPECT_EQ(a, b);
+        EXPECT_FALSE(ahead.has_frame_ahead());
+    }
 }
 
 TEST_F(Drama3Speaker, BadRowsAreNamed) {

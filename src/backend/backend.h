@@ -266,6 +266,15 @@ public:
     virtual void download_ints(int32_t* host, const int32_t* src, size_t count) = 0;
     // x += by, one int32 in this backend's memory (a step counter or position a recorded step advances).
     virtual void add_to_int(int32_t* x, int32_t by) = 0;
+    // download_ints without waiting: the copy is queued behind the ops issued so far, and `host`
+    // holds the values once await_reads() has returned (the host must not touch it before). Ops
+    // issued in between may overwrite `src` without changing what is read. The CPU backend copies
+    // at once.
+    virtual void read_ints_later(int32_t* host, const int32_t* src, size_t count) { download_ints(host, src, count); }
+    virtual void await_reads() {}
+    // Whether ops are queued to run later (an accelerator's stream) rather than run as issued: then a
+    // step issued before the last one's result is read hides the host's turn between the two.
+    virtual bool queues_ops() const { return false; }
 
     // Runs `issue`, which issues this backend's ops for one decode step and returns where the step's
     // result lies. An accelerator backend may record the ops the first times a `key` comes and
@@ -397,13 +406,21 @@ public:
                         const DrawCounter& draws, int32_t* out) = 0;
     // One choice as sample_with_ras, with draws `slot` and `slot + 1`. `recent` holds the RAS window:
     // recent[0] how many choices it holds (at most ras.window), then those choices oldest first; the
-    // choice is appended (dropping the oldest when full) unless it is `exempt`.
+    // choice is appended (dropping the oldest when full) unless it is `exempt`. Where `live` is given
+    // and *live is 0 when the op runs, it does nothing (a step queued behind the end of a speech).
     virtual void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params,
                                  const RasParams& ras, int32_t* recent, const DrawCounter& draws, int32_t exempt,
-                                 int32_t* out) = 0;
-    // A speech frame [width] begun from the main token drawn for it (see FrameStart).
+                                 int32_t* out, const int32_t* live) = 0;
+    // A speech frame [width] begun from the main token drawn for it (see FrameStart); `live` as for
+    // sample_with_ras (it may be `go_on` itself: then a frame that ends the speech stops the frames
+    // queued behind it until the host sets the flag again).
     virtual void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame,
-                             int32_t* go_on) = 0;
+                             int32_t* go_on, const int32_t* live) = 0;
+    // What a speech frame's step does last, once the frame is fed: previous = frame (width values)
+    // and counters[0..count) += 1, so that the next step finds its draws' counter and positions
+    // advanced without the host.
+    virtual void end_frame(const int32_t* frame, int64_t width, int32_t* previous, int32_t* counters,
+                           int64_t count) = 0;
 
     // out[t] = x[t] / rms(x[t]) * weight over rows of width dim
     virtual void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) = 0;

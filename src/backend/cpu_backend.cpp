@@ -143,7 +143,9 @@ public:
     }
 
     void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
-                         int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out) override {
+                         int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out,
+                         const int32_t* live) override {
+        if (live != nullptr && *live == 0) return;
         const uint32_t step = static_cast<uint32_t>(*draws.step);
         const int32_t held = recent[0];
         const int32_t choice = duet::sample_with_ras(
@@ -159,14 +161,20 @@ public:
             recent[0] = held + 1;
         }
     }
-    void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame,
-                     int32_t* go_on) override {
+    void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
+                     const int32_t* live) override {
+        if (live != nullptr && *live == 0) return;
         const int32_t c = *choice;
         const bool ends = c == start.end_choice;
         std::fill(frame, frame + width, 0);
         frame[0] = ends ? start.end_token : start.first_token + c;
         if (!ends && width > 1) frame[1] = c;
         *go_on = ends ? 0 : 1;
+    }
+    void end_frame(const int32_t* frame, int64_t width, int32_t* previous, int32_t* counters,
+                   int64_t count) override {
+        std::copy(frame, frame + width, previous);
+        for (int64_t i = 0; i < count; ++i) ++counters[i];
     }
 
     void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) override {

@@ -52,7 +52,7 @@ void add_speech_figures(json::Value& out, const Args& args, Runtime& rt, const d
         time_draws_until_fed(
             frames, 8 * frames + 64,
             [&] {
-                const bool fed = speaker.step(sampling, frame);
+                const bool fed = speaker.step(sampling, frame, nullptr, speaker.overlaps_frames());
                 if (fed) audio.add(std::span<const int32_t>(frame).subspan(1));  // the codes, without the main token
                 return fed;
             },
@@ -123,11 +123,13 @@ int bench_drama3(const Args& args) {
     } while (seconds_since(bench_start) < 2.0 && prefill_s.size() < 10);
 
     // Frames at the usual sampling settings; an EOS draw is timed like any step and drawing goes on.
+    // Each frame's step is issued before the last one is read back, as speak_frames does.
     drama3::FrameSampling sampling;
     sampling.params.seed = 1;
     std::vector<int32_t> frame(static_cast<size_t>(c.frame_width()));
     const std::vector<double> step_s = time_draws_until_fed(
-        frames, 8 * frames + 64, [&] { return speaker->step(sampling, frame); }, "drama3 bench");
+        frames, 8 * frames + 64, [&] { return speaker->step(sampling, frame, nullptr, speaker->overlaps_frames()); },
+        "drama3 bench");
     const auto steps = static_cast<int64_t>(step_s.size());
     // The median frame: the first frames also copy weights and record the step on an accelerator.
     const double frame_s = median(step_s);

@@ -392,9 +392,10 @@ TEST_F(CudaBackendOps, GatheredEmbeddingsRowStoresAndCounters) {
 }
 
 // A frame started from random choices, EOS among them, over frames of random widths (some wider
-// than a warp) that hold leftovers of an earlier frame. The values are compared bit for bit.
+// than a warp) that hold leftovers of an earlier frame; every third trial steered by its go-on flag
+// (0 in some: the frame must be left as it was). The values are compared bit for bit.
 TEST_F(CudaBackendOps, FramesStartFromTheirChoice) {
-    std::uniform_int_distribution<int32_t> small(0, 5000);
+    std::uniform_int_distribution<int32_t> small(1, 5000);
     for (int trial = 0; trial < 24; ++trial) {
         const int64_t width = std::uniform_int_distribution<int64_t>(2, 70)(rng_);
         const FrameStart start{small(rng_), std::uniform_int_distribution<int32_t>(1, 300)(rng_), small(rng_)};
@@ -402,12 +403,32 @@ TEST_F(CudaBackendOps, FramesStartFromTheirChoice) {
             trial % 4 == 0 ? start.end_choice : std::uniform_int_distribution<int32_t>(0, start.end_choice)(rng_);
         std::vector<int32_t> leftovers(static_cast<size_t>(width));
         for (int32_t& v : leftovers) v = small(rng_);
-        expect_same({as_float_bits({choice, small(rng_)}), as_float_bits(leftovers)}, {0, 1},
+        const bool steered = trial % 3 == 1;
+        const int32_t go_on = steered && trial % 2 == 0 ? 0 : small(rng_);
+        expect_same({as_float_bits({choice, go_on}), as_float_bits(leftovers)}, {0, 1},
                     [&](Backend& b, std::vector<float*> p) {
                         auto* ints = reinterpret_cast<int32_t*>(p[0]);
-                        b.start_frame(ints, start, width, reinterpret_cast<int32_t*>(p[1]), ints + 1);
+                        b.start_frame(ints, start, width, reinterpret_cast<int32_t*>(p[1]), ints + 1,
+                                      steered ? ints + 1 : nullptr);
                     },
                     0.0, choice == start.end_choice ? "end frame" : "frame start");
+    }
+}
+
+// A frame's end: the frame copied over the previous row and the counters advanced, bit for bit.
+TEST_F(CudaBackendOps, FramesEndByCopyingAndCounting) {
+    std::uniform_int_distribution<int32_t> any(-100000, 100000);
+    for (const int64_t width : {1, 11, 40}) {
+        std::vector<int32_t> frame(static_cast<size_t>(width)), previous(frame.size()), counters(5);
+        for (auto* v : {&frame, &previous, &counters}) {
+            for (int32_t& x : *v) x = any(rng_);
+        }
+        expect_same({as_float_bits(frame), as_float_bits(previous), as_float_bits(counters)}, {1, 2},
+                    [&](Backend& b, std::vector<float*> p) {
+                        b.end_frame(reinterpret_cast<const int32_t*>(p[0]), width, reinterpret_cast<int32_t*>(p[1]),
+                                    reinterpret_cast<int32_t*>(p[2]), 3);
+                    },
+                    0.0, "frame end");
     }
 }
 

@@ -152,7 +152,7 @@ TEST_F(CudaModels, Drama3SampledFramesMatchTheCpu) {
 // picks: sampled runs then end in EOS after a few frames, so a frame's recorded step is replayed
 // both with its second part (the tower and the feed) and without it (the EOS frame). Each run is a
 // conversation of two turns, the second fed after the first's EOS, on the same recording.
-TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
+drama3::Model drama3_often_ending() {
     const Checkpoint weights = Checkpoint::open(fixture_dir("drama3_tiny"));
     auto tensors = std::make_shared<TensorSet>();
     for (const TensorEntry* t : weights.all()) std::memcpy(tensors->add(t->name, t->dtype, t->shape), t->data, t->nbytes);
@@ -160,13 +160,23 @@ TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
     const int64_t hidden = config.backbone.hidden, often_sampled = 222;
     auto* head = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(tensors->find("lm_head.weight")->data));
     std::memcpy(head + config.eos * hidden, head + often_sampled * hidden, static_cast<size_t>(hidden) * sizeof(uint16_t));
-    const drama3::Model model = drama3::Model::from_tensors(config, tensors);
+    return drama3::Model::from_tensors(config, tensors);
+}
 
-    const std::vector<int32_t> values = read_i32(expected("drama3_tiny").get("prompt_frames"));
+text::FrameRows drama3_prompt(const drama3::Config& config) {
+    const Checkpoint ref = Checkpoint::open(fixture_dir("drama3_tiny") + "/expected.safetensors");
+    const std::vector<int32_t> values = read_i32(ref.get("prompt_frames"));
     text::FrameRows prompt(static_cast<int>(config.tower.num_codebooks));
     for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
         prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
     }
+    return prompt;
+}
+
+TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
+    const drama3::Model model = drama3_often_ending();
+    const drama3::Config& config = model.config();
+    const text::FrameRows prompt = drama3_prompt(config);
     struct Turn {
         std::vector<int32_t> frames;
         drama3::StopReason reason;
@@ -199,6 +209,32 @@ TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
     }
     // Runs that replay the recorded frame step before their EOS frame, or this test checks too little.
     EXPECT_GT(long_runs_ending_in_eos, 0);
+}
+
+// Frames drawn on the GPU with each next step issued before the last frame is read back, drawing on
+// after every EOS (as the bench does), against the CPU drawing one frame at a time: the step queued
+// behind an EOS frame must do nothing, and the one after it start from counters set anew.
+TEST_F(CudaModels, Drama3FramesDrawnAheadMatchTheCpuAcrossEos) {
+    const drama3::Model model = drama3_often_ending();
+    const text::FrameRows prompt = drama3_prompt(model.config());
+    ThreadPool pool(2);
+    const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
+    drama3::Speaker gpu_speaker(model, *backend_, 128), cpu_speaker(model, *cpu, 128);
+    gpu_speaker.feed(prompt);
+    cpu_speaker.feed(prompt);
+    drama3::FrameSampling sampling;
+    sampling.params.seed = 4;
+    std::vector<int32_t> got(static_cast<size_t>(model.config().frame_width())), want(got.size());
+    int ends = 0;
+    for (int i = 0; i < 40; ++i) {
+        SCOPED_TRACE(::testing::Message() << "frame " << i);
+        const bool fed = gpu_speaker.step(sampling, got, nullptr, /*then_next=*/true);
+        ASSERT_EQ(fed, cpu_speaker.step(sampling, want));
+        ASSERT_EQ(got, want);
+        ASSERT_EQ(gpu_speaker.position(), cpu_speaker.position());
+        ends += fed ? 0 : 1;
+    }
+    EXPECT_GT(ends, 1) << "too few EOS frames: the test checks too little";
 }
 
 }  // namespace

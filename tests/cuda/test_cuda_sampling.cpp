@@ -232,9 +232,13 @@ TEST_F(CudaSampling, SampleWithRasMatchesTheCpuOverARun) {
                 Buffer recent = b.alloc(static_cast<size_t>(1 + ras.window));
                 Buffer counter = b.alloc(1);  // both zero-filled: an empty window, step 0
                 Buffer out = b.alloc(1);
+                Buffer live = b.alloc(1);
                 for (int call = 0; call < calls; ++call) {
+                    // Now and then a draw that must do nothing (a step queued behind the end of a speech).
+                    const int32_t on = call % 7 == 3 ? 0 : 1;
+                    b.upload_ints(live.ints(), &on, 1);
                     b.sample_with_ras(x.data(), count, params, ras, recent.ints(),
-                                      DrawCounter{params.seed, counter.ints(), 3}, exempt, out.ints());
+                                      DrawCounter{params.seed, counter.ints(), 3}, exempt, out.ints(), live.ints());
                     b.add_to_int(counter.ints(), 1);
                     int32_t choice = -1;
                     b.download_ints(&choice, out.ints(), 1);

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/norms_ahead.h"
+#include "backend/cuda/pinned_reads.h"
 #include "backend/cuda/pinned_staging.h"
 #include "backend/cuda/step_graphs.h"
 #include "backend/cuda/step_marks.h"
@@ -173,6 +174,7 @@ public:
         require(cuda::device_count() > 0, "no CUDA device is available");
         DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         staging_ = std::make_unique<PinnedStaging>(stream_);
+        reads_ = std::make_unique<PinnedReads>(stream_);
         check_cublas(cublasCreate(&cublas_), "cublasCreate");
         check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
         // Exact f32 products, as the CPU computes them: no TF32 shortcuts.
@@ -191,6 +193,7 @@ public:
         graphs_.reset();
         cublasDestroy(cublas_);
         staging_.reset();
+        reads_.reset();
         cudaStreamDestroy(stream_);
     }
 
@@ -233,6 +236,14 @@ public:
         Timed timed(*this, "add_to_int");
         cuda::add_to_int(x, by, stream_);
     }
+    void read_ints_later(int32_t* host, const int32_t* src, size_t count) override {
+        reads_->read_later(host, src, count * sizeof(int32_t));
+    }
+    void await_reads() override {
+        Timed timed(*this, "await_reads");
+        reads_->await();
+    }
+    bool queues_ops() const override { return true; }
 
     void gather_embeddings(const MatrixView& table, const EmbeddingGather& gather, int64_t n, float* out) override {
         Timed timed(*this, "gather_embeddings");
@@ -255,15 +266,21 @@ public:
         cuda::sample(logits, rows, count, params, draws, out, argmax_scratch(), stream_);
     }
     void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
-                         int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out) override {
+                         int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out,
+                         const int32_t* live) override {
         Timed timed(*this, "sample_with_ras");
-        cuda::sample_with_ras(logits, count, params, ras, recent, draws, exempt, out, stream_);
+        cuda::sample_with_ras(logits, count, params, ras, recent, draws, exempt, out, live, stream_);
     }
 
-    void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame,
-                     int32_t* go_on) override {
+    void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
+                     const int32_t* live) override {
         Timed timed(*this, "start_frame");
-        cuda::start_frame(choice, start, width, frame, go_on, stream_);
+        cuda::start_frame(choice, start, width, frame, go_on, live, stream_);
+    }
+    void end_frame(const int32_t* frame, int64_t width, int32_t* previous, int32_t* counters,
+                   int64_t count) override {
+        Timed timed(*this, "end_frame");
+        cuda::end_frame(frame, width, previous, counters, count, stream_);
     }
 
     const float* run_step(const std::shared_ptr<const void>& key, const std::function<const float*()>& issue) override {
@@ -1035,6 +1052,7 @@ private:
 
     cudaStream_t stream_ = nullptr;
     std::unique_ptr<PinnedStaging> staging_;  // host uploads, queued without waiting for the stream
+    std::unique_ptr<PinnedReads> reads_;      // host reads, queued without waiting for them
     cublasHandle_t cublas_ = nullptr;
     std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
     std::unique_ptr<StepGraphs> graphs_;

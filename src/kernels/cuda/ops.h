@@ -41,7 +41,10 @@ void add_to_int(int32_t* x, int32_t by, cudaStream_t stream);
 void record_time(uint64_t* slot, cudaStream_t stream);
 // Backend::start_frame.
 void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
-                 cudaStream_t stream);
+                 const int32_t* live, cudaStream_t stream);
+// Backend::end_frame.
+void end_frame(const int32_t* frame, int64_t width, int32_t* previous, int32_t* counters, int64_t count,
+               cudaStream_t stream);
 // Only while a graph is recorded on `stream`: sets `condition`, the handle of a conditional node
 // that follows in that graph, to *flag != 0 when the graph runs.
 void set_condition(cudaGraphConditionalHandle condition, const int32_t* flag, cudaStream_t stream);
@@ -278,7 +281,8 @@ size_t argmax_scratch_bytes();
 void sample(const float* logits, int64_t rows, int64_t count, const SamplingParams& params, const DrawCounter& draws,
             int32_t* out, void* argmax_scratch, cudaStream_t stream);
 void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
-                     int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out, cudaStream_t stream);
+                     int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out, const int32_t* live,
+                     cudaStream_t stream);
 // The device side of sample/philox.h, for checking it against the host: out[i] =
 // uniform_draw(seeds[i], steps[i], slots[i]), and out[4i…4i+3] = philox4x32 of counters[4i…4i+3]
 // with keys[2i], keys[2i+1].

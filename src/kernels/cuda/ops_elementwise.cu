@@ -84,8 +84,9 @@ __global__ void record_time_kernel(uint64_t* slot) {
 }
 
 __global__ void start_frame_kernel(const int32_t* choice, FrameStart start, int64_t width, int32_t* frame,
-                                   int32_t* go_on) {
+                                   int32_t* go_on, const int32_t* live) {
     wait_for_inputs();
+    if (live != nullptr && *live == 0) return;  // every thread reads the same flag before any writes it
     const int32_t c = *choice;
     const bool ends = c == start.end_choice;
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
@@ -94,7 +95,15 @@ __global__ void start_frame_kernel(const int32_t* choice, FrameStart start, int6
         if (i == 1 && !ends) value = c;
         frame[i] = value;
     }
+    __syncthreads();  // `live` may be `go_on`: every thread has read it
     if (threadIdx.x == 0) *go_on = ends ? 0 : 1;
+}
+
+__global__ void end_frame_kernel(const int32_t* frame, int64_t width, int32_t* previous, int32_t* counters,
+                                 int64_t count) {
+    wait_for_inputs();
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) previous[i] = frame[i];
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) ++counters[i];
 }
 
 __global__ void set_condition_kernel(cudaGraphConditionalHandle condition, const int32_t* flag) {
@@ -187,9 +196,15 @@ void record_time(uint64_t* slot, cudaStream_t stream) {
 }
 
 void start_frame(const int32_t* choice, const FrameStart& start, int64_t width, int32_t* frame, int32_t* go_on,
-                 cudaStream_t stream) {
+                 const int32_t* live, cudaStream_t stream) {
     launch_early(start_frame_kernel, dim3(1), dim3(32), 0, stream, "start_frame_kernel", choice, start, width, frame,
-                 go_on);
+                 go_on, live);
+}
+
+void end_frame(const int32_t* frame, int64_t width, int32_t* previous, int32_t* counters, int64_t count,
+               cudaStream_t stream) {
+    launch_early(end_frame_kernel, dim3(1), dim3(32), 0, stream, "end_frame_kernel", frame, width, previous, counters,
+                 count);
 }
 
 void set_condition(cudaGraphConditionalHandle condition, const int32_t* flag, cudaStream_t stream) {

@@ -548,13 +548,15 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
 __global__ __launch_bounds__(kThreads) void sample_with_ras_kernel(const float* logits, int count,
                                                                    SamplingParams params, RasParams ras,
                                                                    int32_t* recent, const int32_t* step, uint32_t slot,
-                                                                   int32_t exempt, int32_t* out) {
+                                                                   int32_t exempt, int32_t* out,
+                                                                   const int32_t* live) {
     // Both draws before the wait, as sample_kernel's; the window (`recent`) only after it, since the
     // kernel before may be this one's last run.
     const uint32_t counter = static_cast<uint32_t>(*step);
     const float uniform = uniform_draw(params.seed, counter, slot);
     const float redraw_uniform = uniform_draw(params.seed, counter, slot + 1);
     wait_for_inputs();  // launched early: before this only the step counter is read
+    if (live != nullptr && *live == 0) return;  // the same for every thread
     const RowKeys keys(logits, count);
     keys.arrive();
     allow_next_kernel();
@@ -678,12 +680,13 @@ void sample(const float* logits, int64_t rows, int64_t count, const SamplingPara
 }
 
 void sample_with_ras(const float* logits, int64_t count, const SamplingParams& params, const RasParams& ras,
-                     int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out, cudaStream_t stream) {
+                     int32_t* recent, const DrawCounter& draws, int32_t exempt, int32_t* out, const int32_t* live,
+                     cudaStream_t stream) {
     check_sampling(count, params);
     SamplingParams p = params;
     p.seed = draws.seed;
     launch_early(sample_with_ras_kernel, dim3(1), dim3(kThreads), 0, stream, "sample_with_ras_kernel", logits,
-                 static_cast<int>(count), p, ras, recent, draws.step, draws.slot, exempt, out);
+                 static_cast<int>(count), p, ras, recent, draws.step, draws.slot, exempt, out, live);
 }
 
 void uniform_draws(const uint64_t* seeds, const uint64_t* steps, const uint32_t* slots, int64_t n, float* out,

@@ -27,13 +27,16 @@ Speaker::Speaker(const Model& model, Backend& backend, int64_t capacity)
                                                      model.config().tower.codebook_size))),
       input_row_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))) {}
 
-void Speaker::use_sampling(const FrameSampling& sampling) {
+bool Speaker::same_sampling(const FrameSampling& sampling) const {
     const SamplingParams& p = sampling.params;
     const SamplingParams& q = recorded_sampling_.params;
-    const bool same = sampling_set_ && p.temperature == q.temperature && p.top_k == q.top_k && p.top_p == q.top_p &&
-                      p.seed == q.seed && sampling.ras.window == recorded_sampling_.ras.window &&
-                      sampling.ras.min_repeats == recorded_sampling_.ras.min_repeats;
-    if (same) return;
+    return sampling_set_ && p.temperature == q.temperature && p.top_k == q.top_k && p.top_p == q.top_p &&
+           p.seed == q.seed && sampling.ras.window == recorded_sampling_.ras.window &&
+           sampling.ras.min_repeats == recorded_sampling_.ras.min_repeats;
+}
+
+void Speaker::use_sampling(const FrameSampling& sampling) {
+    if (same_sampling(sampling)) return;
     require(sampling.ras.window >= 0, "drama3: RAS window ", sampling.ras.window, " must not be negative");
     const int64_t held_before = sampling_set_ ? recorded_sampling_.ras.window : 0;
     if (!sampling_set_ || sampling.ras.window != held_before) {
@@ -68,6 +71,8 @@ void Speaker::feed(const text::FrameRows& rows, PrefillTrace* trace) {
     const int64_t width = c.frame_width(), hidden = c.backbone.hidden, m = static_cast<int64_t>(rows.count());
     require(rows.width() == width, "drama3: rows of width ", rows.width(), ", expected ", width);
     require(m > 0, "drama3: no rows to feed");
+    require(!frame_ahead_, "drama3: a frame was drawn ahead and not yet taken; take it with step() before feeding "
+                           "rows");
     require(m <= room(), "drama3: ", m, " rows do not fit the context (", room(), " of ", state_.capacity(),
             " rows left)");
     model_.check_frames(rows.values(), "prompt rows");
@@ -108,56 +113,42 @@ void Speaker::feed(const text::FrameRows& rows, PrefillTrace* trace) {
     std::vector<int32_t> previous = last_row_;
     if (!model_.is_audio_row(previous)) std::fill(previous.begin() + 1, previous.end(), -1);
     backend_.upload_ints(previous_.ints(), previous.data(), previous.size());
+    counters_current_ = false;
 }
 
-bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace) {
+bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace, bool then_next) {
     const Config& c = model_.config();
     require(!last_row_.empty(), "drama3: feed a prompt before drawing frames");
     require(room() >= 1, "drama3: the context is full (", state_.capacity(), " rows)");
     require(frame.size() == static_cast<size_t>(c.frame_width()), "drama3: frame of ", frame.size(),
             " values, expected ", c.frame_width());
-
-    use_sampling(sampling);
     Backend& b = backend_;
-    const int32_t counters[3] = {static_cast<int32_t>(step_), static_cast<int32_t>(position()),
-                                 static_cast<int32_t>(position() - 1)};
-    b.upload_ints(counters_.ints(), counters, 3);
-    const int32_t* step_counter = counters_.ints();
-    int32_t* choice_slot = counters_.ints() + 3;
-    int32_t* go_on = counters_.ints() + 4;
-
-    // The whole frame on the device, as one step: the main token and the frame it starts, then,
-    // unless it is EOS, the residual codes and the frame's feed into the backbone.
-    const int64_t width = c.frame_width();
-    const FrameStart start{static_cast<int32_t>(c.semantic_start), static_cast<int32_t>(c.semantic_count()),
-                           static_cast<int32_t>(c.eos)};
-    const auto main_token = [&] {
-        model_.frame_candidates(b, last_hidden_.data(), main_logits_.data());
-        b.sample_with_ras(main_logits_.data(), c.candidates(), sampling.params, sampling.ras, recent_.ints(),
-                          DrawCounter{sampling.params.seed, step_counter, kMainSlot}, start.end_choice, choice_slot);
-        b.start_frame(choice_slot, start, width, frame_.ints(), go_on);
-        b.mark("frame head");
-        return static_cast<const float*>(frame_.data());
-    };
-    const auto codes_and_feed = [&] {
-        model_.tower_step(b, state_, last_hidden_.data(), previous_.ints(), frame_.ints(),
-                          StepPosition{position() - 1, counters_.ints() + 2, state_.capacity()}, sampling.params,
-                          DrawCounter{sampling.params.seed, step_counter, kRasSlot}, head_logits_.data());
-        model_.audio_input_row(b, frame_.ints(), input_row_.data());
-        model_.backbone().step_row(b, state_.backbone(), input_row_.data(), last_hidden_.data(),
-                                   StepPosition{position(), counters_.ints() + 1, state_.capacity()});
-        b.copy(previous_.data(), frame_.data(), static_cast<size_t>(width));
-        return static_cast<const float*>(frame_.data());
-    };
-    b.run_step_then_if(frame_key_, main_token, go_on, codes_and_feed);
-    b.download_ints(frame.data(), frame_.ints(), frame.size());
+    if (frame_ahead_) {
+        require(same_sampling(sampling), "drama3: the frame drawn ahead was drawn with other sampling settings than "
+                                         "this step asks for, expected the same");
+    } else {
+        use_sampling(sampling);
+        issue_step(position());
+    }
+    // The next frame's step reads nothing the host writes, so it can be issued before this frame
+    // is read back (not with a trace, which reads this frame's logits after it).
+    const bool next_ahead = then_next && trace == nullptr && room() >= 2;
+    b.read_ints_later(frame.data(), frame_.ints(), frame.size());
+    if (next_ahead) issue_step(position() + 1);
+    b.await_reads();
+    frame_ahead_ = next_ahead;
     if (trace != nullptr) {
         trace->main_logits.resize(static_cast<size_t>(c.candidates()));
         b.download(trace->main_logits.data(), main_logits_.data(), trace->main_logits.size());
     }
     ++step_;
-    if (frame[0] == c.eos) return false;  // EOS lies outside the semantic range (Config::validate)
-
+    if (frame[0] == c.eos) {  // EOS lies outside the semantic range (Config::validate)
+        // Its step advanced no counter and left go_on 0, so a step issued behind it did nothing:
+        // the next step sets the counters again.
+        counters_current_ = false;
+        frame_ahead_ = false;
+        return false;
+    }
     state_.backbone().advance(1);
     if (trace != nullptr) {
         trace->head_logits.resize(head_logits_.size());
@@ -165,6 +156,49 @@ bool Speaker::step(const FrameSampling& sampling, std::span<int32_t> frame, Fram
     }
     last_row_.assign(frame.begin(), frame.end());
     return true;
+}
+
+void Speaker::issue_step(int64_t row) {
+    const Config& c = model_.config();
+    Backend& b = backend_;
+    if (!counters_current_) {
+        // go_on 1: the frame may start (the EOS frame leaves it 0).
+        const int32_t counters[5] = {static_cast<int32_t>(step_), static_cast<int32_t>(row),
+                                     static_cast<int32_t>(row - 1), 0, 1};
+        b.upload_ints(counters_.ints(), counters, 5);
+        counters_current_ = true;
+    }
+    const FrameSampling& sampling = recorded_sampling_;
+    const int32_t* step_counter = counters_.ints();
+    int32_t* choice_slot = counters_.ints() + 3;
+    int32_t* go_on = counters_.ints() + 4;
+
+    // The whole frame on the device, as one step: the main token and the frame it starts, then,
+    // unless it is EOS, the residual codes, the frame's feed into the backbone and the counters
+    // advanced for the next frame. Every op of the frame's start does nothing once go_on is 0.
+    const int64_t width = c.frame_width();
+    const FrameStart start{static_cast<int32_t>(c.semantic_start), static_cast<int32_t>(c.semantic_count()),
+                           static_cast<int32_t>(c.eos)};
+    const auto main_token = [&] {
+        model_.frame_candidates(b, last_hidden_.data(), main_logits_.data());
+        b.sample_with_ras(main_logits_.data(), c.candidates(), sampling.params, sampling.ras, recent_.ints(),
+                          DrawCounter{sampling.params.seed, step_counter, kMainSlot}, start.end_choice, choice_slot,
+                          go_on);
+        b.start_frame(choice_slot, start, width, frame_.ints(), go_on, go_on);
+        b.mark("frame head");
+        return static_cast<const float*>(frame_.data());
+    };
+    const auto codes_and_feed = [&] {
+        model_.tower_step(b, state_, last_hidden_.data(), previous_.ints(), frame_.ints(),
+                          StepPosition{row - 1, counters_.ints() + 2, state_.capacity()}, sampling.params,
+                          DrawCounter{sampling.params.seed, step_counter, kRasSlot}, head_logits_.data());
+        model_.audio_input_row(b, frame_.ints(), input_row_.data());
+        model_.backbone().step_row(b, state_.backbone(), input_row_.data(), last_hidden_.data(),
+                                   StepPosition{row, counters_.ints() + 1, state_.capacity()});
+        b.end_frame(frame_.ints(), width, previous_.ints(), counters_.ints(), 3);
+        return static_cast<const float*>(frame_.data());
+    };
+    b.run_step_then_if(frame_key_, main_token, go_on, codes_and_feed);
 }
 
 const char* stop_reason_name(StopReason reason) {
@@ -189,7 +223,8 @@ SpokenFrames speak_frames(Speaker& speaker, const FrameSampling& sampling, int64
             break;
         }
         FrameTrace* trace = traces != nullptr ? &traces->emplace_back() : nullptr;
-        const bool fed = speaker.step(sampling, frame, trace);
+        const bool then_next = speaker.overlaps_frames() && g + 1 < max_frames;
+        const bool fed = speaker.step(sampling, frame, trace, then_next);
         out.frames.push_row(frame);
         const bool go_on = !on_frame || on_frame(frame);
         if (!fed) {

@@ -39,11 +39,21 @@ class Speaker {
 public:
     Speaker(const Model& model, Backend& backend, int64_t capacity);
 
-    // Feeds rows: the prompt, or rows that continue the conversation after a spoken turn.
+    // Feeds rows: the prompt, or rows that continue the conversation after a spoken turn. Not while
+    // a frame drawn ahead waits to be taken.
     void feed(const text::FrameRows& rows, PrefillTrace* trace = nullptr);
     // Draws the next frame into `frame` (width values). Returns false when it is the EOS frame,
     // which is not fed; otherwise the frame is fed and true returned. Needs room for one row.
-    bool step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace = nullptr);
+    // `then_next`: the caller will ask for the next frame too, with the same sampling, so its step
+    // may be issued before this frame is read back; where the backend queues its ops
+    // (overlaps_frames) the host's turn between two frames is then hidden. A frame drawn ahead is
+    // fed as it is drawn, and the next step() returns it.
+    bool step(const FrameSampling& sampling, std::span<int32_t> frame, FrameTrace* trace = nullptr,
+              bool then_next = false);
+    // Whether a frame was drawn ahead and not yet returned by step().
+    bool has_frame_ahead() const { return frame_ahead_; }
+    // Whether drawing frames ahead hides anything here: the backend queues its ops.
+    bool overlaps_frames() const { return backend_.queues_ops(); }
 
     int64_t position() const { return state_.position(); }
     int64_t room() const { return state_.room(); }
@@ -57,6 +67,9 @@ private:
 
     // The frame step is recorded per sampling setting: a new one renews its key.
     void use_sampling(const FrameSampling& sampling);
+    bool same_sampling(const FrameSampling& sampling) const;
+    // Issues one frame's step, whose frame is fed into the backbone at `row` unless it is EOS.
+    void issue_step(int64_t row);
 
     const Model& model_;
     Backend& backend_;
@@ -64,9 +77,13 @@ private:
     Buffer last_hidden_;             // the backbone's final-normed output at the last fed row
     std::vector<int32_t> last_row_;  // that row; empty before anything is fed
     int64_t step_ = 0;               // frames drawn so far: the random draws' counter
+    bool counters_current_ = false;  // the backend's counters are the host's (a fed frame advances both)
+    bool frame_ahead_ = false;       // a step issued after the last frame returned, not yet read
 
     // What a frame step reads and writes in backend memory.
-    Buffer counters_;      // [step, backbone position, tower position, main choice, go on (not EOS)]
+    // [step, backbone position, tower position, main choice, go on]: go on is 0 after the EOS frame,
+    // which stops any step queued behind it until the host sets the counters again.
+    Buffer counters_;
     Buffer frame_;         // the frame being drawn [width]
     Buffer previous_;      // the row fed before it [width], codes -1 for a non-audio row
     Buffer recent_;        // the RAS window: count, then the recent main choices
@@ -87,7 +104,9 @@ struct SpokenFrames {
 };
 
 // Draws frames until EOS, `max_frames`, the state's capacity, or `on_frame` returning false.
-// `on_frame` sees each frame as it is drawn (the EOS frame too), so audio can stream.
+// `on_frame` sees each frame as it is drawn (the EOS frame too), so audio can stream. Where the
+// speaker overlaps frames, each is drawn ahead of the last one's read-back: a stop by `on_frame`
+// then leaves one frame drawn ahead (Speaker::has_frame_ahead).
 SpokenFrames speak_frames(Speaker& speaker, const FrameSampling& sampling, int64_t max_frames,
                           const std::function<bool(std::span<const int32_t>)>& on_frame = {},
                           std::vector<FrameTrace>* traces = nullptr);
