@@ -415,9 +415,10 @@ TEST_F(CudaBackendOps, FramesStartFromTheirChoice) {
     }
 }
 
-// A frame's end: the frame copied over the previous row and the counters advanced, bit for bit.
+// A frame's end: the frame copied over the previous row and the counters advanced, bit for bit
+// (non-negative values, as codes and counters are: a negative one's bits compare as a float NaN).
 TEST_F(CudaBackendOps, FramesEndByCopyingAndCounting) {
-    std::uniform_int_distribution<int32_t> any(-100000, 100000);
+    std::uniform_int_distribution<int32_t> any(0, 1 << 20);
     for (const int64_t width : {1, 11, 40}) {
         std::vector<int32_t> frame(static_cast<size_t>(width)), previous(frame.size()), counters(5);
         for (auto* v : {&frame, &previous, &counters}) {

@@ -219,22 +219,25 @@ TEST_F(CudaModels, Drama3FramesDrawnAheadMatchTheCpuAcrossEos) {
     const text::FrameRows prompt = drama3_prompt(model.config());
     ThreadPool pool(2);
     const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
-    drama3::Speaker gpu_speaker(model, *backend_, 128), cpu_speaker(model, *cpu, 128);
-    gpu_speaker.feed(prompt);
-    cpu_speaker.feed(prompt);
-    drama3::FrameSampling sampling;
-    sampling.params.seed = 4;
-    std::vector<int32_t> got(static_cast<size_t>(model.config().frame_width())), want(got.size());
     int ends = 0;
-    for (int i = 0; i < 40; ++i) {
-        SCOPED_TRACE(::testing::Message() << "frame " << i);
-        const bool fed = gpu_speaker.step(sampling, got, nullptr, /*then_next=*/true);
-        ASSERT_EQ(fed, cpu_speaker.step(sampling, want));
-        ASSERT_EQ(got, want);
-        ASSERT_EQ(gpu_speaker.position(), cpu_speaker.position());
-        ends += fed ? 0 : 1;
+    for (uint64_t seed : {1, 4, 8}) {
+        drama3::Speaker gpu_speaker(model, *backend_, 128), cpu_speaker(model, *cpu, 128);
+        gpu_speaker.feed(prompt);
+        cpu_speaker.feed(prompt);
+        drama3::FrameSampling sampling;
+        sampling.params.seed = seed;
+        std::vector<int32_t> got(static_cast<size_t>(model.config().frame_width())), want(got.size());
+        for (int i = 0; i < 40; ++i) {
+            SCOPED_TRACE(::testing::Message() << "seed " << seed << ", frame " << i);
+            const bool fed = gpu_speaker.step(sampling, got, nullptr, /*then_next=*/true);
+            ASSERT_EQ(fed, cpu_speaker.step(sampling, want));
+            ASSERT_EQ(got, want);
+            ASSERT_EQ(gpu_speaker.position(), cpu_speaker.position());
+            ends += fed ? 0 : 1;
+        }
     }
-    EXPECT_GT(ends, 1) << "too few EOS frames: the test checks too little";
+    // One seed drew a single EOS frame in 40 on an H100; three give several.
+    EXPECT_GT(ends, 2) << "too few EOS frames: the test checks too little";
 }
 
 }  // namespace
