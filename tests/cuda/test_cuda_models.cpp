@@ -10,6 +10,7 @@
 #include "base/thread_pool.h"
 #include "causal_lm_fixture.h"
 #include "cuda_test_support.h"
+#include "drama3_test_models.h"
 #include "models/drama3/model.h"
 #include "models/drama3/speaker.h"
 #include "models/nemotron_h/model.h"
@@ -100,11 +101,7 @@ TEST_F(CudaModels, Qwen35MoePrefillAndGreedy) {
 TEST_F(CudaModels, Drama3PrefillTraceAndGreedyFrames) {
     const drama3::Model model = drama3::Model::load(fixture_dir("drama3_tiny"));
     const Checkpoint ref = expected("drama3_tiny");
-    text::FrameRows prompt(static_cast<int>(model.config().tower.num_codebooks));
-    const std::vector<int32_t> values = read_i32(ref.get("prompt_frames"));
-    for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
-        prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
-    }
+    const text::FrameRows prompt = testing::drama3_prompt_rows(model.config());
     drama3::Speaker speaker(model, *backend_, 64);
     drama3::PrefillTrace trace;
     speaker.feed(prompt, &trace);
@@ -131,11 +128,7 @@ TEST_F(CudaModels, Drama3PrefillTraceAndGreedyFrames) {
 // The same seed draws the same frames on both backends (the counter-based generator).
 TEST_F(CudaModels, Drama3SampledFramesMatchTheCpu) {
     const drama3::Model model = drama3::Model::load(fixture_dir("drama3_tiny"));
-    const std::vector<int32_t> values = read_i32(expected("drama3_tiny").get("prompt_frames"));
-    text::FrameRows prompt(static_cast<int>(model.config().tower.num_codebooks));
-    for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
-        prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
-    }
+    const text::FrameRows prompt = testing::drama3_prompt_rows(model.config());
     auto run = [&](Backend& backend) {
         drama3::Speaker speaker(model, backend, 64);
         speaker.feed(prompt);
@@ -152,31 +145,9 @@ TEST_F(CudaModels, Drama3SampledFramesMatchTheCpu) {
 // picks: sampled runs then end in EOS after a few frames, so a frame's recorded step is replayed
 // both with its second part (the tower and the feed) and without it (the EOS frame). Each run is a
 // conversation of two turns, the second fed after the first's EOS, on the same recording.
-drama3::Model drama3_often_ending() {
-    const Checkpoint weights = Checkpoint::open(fixture_dir("drama3_tiny"));
-    auto tensors = std::make_shared<TensorSet>();
-    for (const TensorEntry* t : weights.all()) std::memcpy(tensors->add(t->name, t->dtype, t->shape), t->data, t->nbytes);
-    const drama3::Config config = drama3::Model::load(fixture_dir("drama3_tiny")).config();
-    const int64_t hidden = config.backbone.hidden, often_sampled = 222;
-    auto* head = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(tensors->find("lm_head.weight")->data));
-    std::memcpy(head + config.eos * hidden, head + often_sampled * hidden, static_cast<size_t>(hidden) * sizeof(uint16_t));
-    return drama3::Model::from_tensors(config, tensors);
-}
-
-text::FrameRows drama3_prompt(const drama3::Config& config) {
-    const Checkpoint ref = Checkpoint::open(fixture_dir("drama3_tiny") + "/expected.safetensors");
-    const std::vector<int32_t> values = read_i32(ref.get("prompt_frames"));
-    text::FrameRows prompt(static_cast<int>(config.tower.num_codebooks));
-    for (size_t r = 0; r < values.size() / prompt.width(); ++r) {
-        prompt.push_row(std::span(values).subspan(r * prompt.width(), prompt.width()));
-    }
-    return prompt;
-}
-
 TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
-    const drama3::Model model = drama3_often_ending();
-    const drama3::Config& config = model.config();
-    const text::FrameRows prompt = drama3_prompt(config);
+    const drama3::Model model = testing::drama3_preferring_eos(1.0f);
+    const text::FrameRows prompt = testing::drama3_prompt_rows(model.config());
     struct Turn {
         std::vector<int32_t> frames;
         drama3::StopReason reason;
@@ -215,8 +186,8 @@ TEST_F(CudaModels, Drama3SampledFramesEndingInEosMatchTheCpu) {
 // after every EOS (as the bench does), against the CPU drawing one frame at a time: the step queued
 // behind an EOS frame must do nothing, and the one after it start from counters set anew.
 TEST_F(CudaModels, Drama3FramesDrawnAheadMatchTheCpuAcrossEos) {
-    const drama3::Model model = drama3_often_ending();
-    const text::FrameRows prompt = drama3_prompt(model.config());
+    const drama3::Model model = testing::drama3_preferring_eos(1.0f);
+    const text::FrameRows prompt = testing::drama3_prompt_rows(model.config());
     ThreadPool pool(2);
     const std::unique_ptr<Backend> cpu = make_cpu_backend(&pool);
     int ends = 0;
