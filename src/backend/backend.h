@@ -272,6 +272,9 @@ public:
     // at once.
     virtual void read_ints_later(int32_t* host, const int32_t* src, size_t count) { download_ints(host, src, count); }
     virtual void await_reads() {}
+    // Waits until every op issued so far has run, for timing them: an accelerator's queue drained. The
+    // CPU backend runs ops as they are issued.
+    virtual void finish() {}
     // Whether ops are queued to run later (an accelerator's stream) rather than run as issued: then a
     // step issued before the last one's result is read hides the host's turn between the two.
     virtual bool queues_ops() const { return false; }

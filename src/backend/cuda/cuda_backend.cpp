@@ -237,6 +237,7 @@ public:
         Timed timed(*this, "add_to_int");
         cuda::add_to_int(x, by, stream_);
     }
+    void finish() override { DUET_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
     void read_ints_later(int32_t* host, const int32_t* src, size_t count) override {
         reads_->read_later(host, src, count * sizeof(int32_t));
     }
