@@ -340,19 +340,6 @@ public:
         matmul_fused(a.w, normed_pair_input(a, n), n, out, FusedProduct{a.norm_weight, eps, add});
         matmul_fused(b.w, normed_pair_input(b, n), n, out, FusedProduct{b.norm_weight, eps, true});
     }
-    // Says that matmul_normed_pair will take single rows of the embedding `table` (by row id) as the
-    // input of `w`, normalised with `norm_weight` and `eps`. A backend may then compute w · rmsnorm(row)
-    // for every row of the table once (table.rows × w.rows floats of its memory) and add a row of that
-    // where it would stream w, for as long as the token it returns lives (null: nothing made). Results
-    // equal the product's up to rounding. Not inside a decode step. The CPU backend does not.
-    virtual std::shared_ptr<const void> precompute_normed_rows(const MatrixView& table, const MatrixView& w,
-                                                               const float* norm_weight, float eps) {
-        (void)table;
-        (void)w;
-        (void)norm_weight;
-        (void)eps;
-        return nullptr;
-    }
     // A normed pair's product's input: p.x, or its embedding row gathered into p.row_scratch.
     const float* normed_pair_input(const NormedProduct& p, int64_t n) {
         if (p.table == nullptr) return p.x;

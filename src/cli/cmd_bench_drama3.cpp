@@ -135,7 +135,7 @@ int bench_drama3(const Args& args) {
     const auto steps = static_cast<int64_t>(step_s.size());
     // The median frame: the first frames also copy weights and record the step on an accelerator.
     const double frame_s = median(step_s);
-    const double weight_bytes = static_cast<double>(speaker->frame_weight_bytes());
+    const double weight_bytes = static_cast<double>(model.frame_weight_bytes());
     const double state_bytes = static_cast<double>(model.frame_state_bytes(prompt_rows + frames / 2));
     const double bytes_per_frame = weight_bytes + state_bytes;
 

@@ -1,5 +1,4 @@
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/normed_row_products.h"
 #include "backend/cuda/norms_ahead.h"
 #include "backend/cuda/pinned_reads.h"
 #include "backend/cuda/pinned_staging.h"
@@ -464,15 +463,6 @@ public:
                 pair.w[i] = static_cast<const uint16_t*>(device_weight(p.w.data, matrix_bytes(p.w)));
                 pair.x[i] = p.x;
                 pair.norm_weight[i] = device_vector(p.norm_weight, p.w.cols);
-                if (p.table != nullptr && p.row_id != nullptr && pair.products[1 - i] == nullptr) {
-                    // The row's product made in advance (precompute_normed_rows): no product to stream.
-                    pair.products[i] = normed_rows_.find(normed_rows_source(*p.table, p.w, p.norm_weight, eps));
-                    if (pair.products[i] != nullptr) {
-                        pair.x[i] = nullptr;
-                        pair.row_id[i] = p.row_id;
-                        continue;
-                    }
-                }
                 if (p.table != nullptr) {  // an embedding row, read in place where the kernel can
                     pair.x[i] = nullptr;
                     pair.table[i] = static_cast<const uint16_t*>(device_weight(p.table->data, matrix_bytes(*p.table)));
@@ -490,14 +480,6 @@ public:
             }
         }
         Backend::matmul_normed_pair(a, b, n, eps, out, add);
-    }
-    std::shared_ptr<const void> precompute_normed_rows(const MatrixView& table, const MatrixView& w,
-                                                       const float* norm_weight, float eps) override {
-        if (table.dtype != DType::BF16 || w.dtype != DType::BF16 || table.cols != w.cols || norm_weight == nullptr ||
-            table.rows <= 0 || w.rows <= 0 || !cuda::matvec_bf16_pair_normable(w.cols)) {
-            return nullptr;
-        }
-        return normed_rows_.make(normed_rows_source(table, w, norm_weight, eps), kNormedRowsReserve, stream_);
     }
 
     void embed(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
@@ -739,21 +721,6 @@ public:
     }
 
 private:
-    // Device memory precomputed row products leave free for everything else (prompt scratch above all).
-    static constexpr size_t kNormedRowsReserve = size_t(2) << 30;
-    NormedRowProducts::Source normed_rows_source(const MatrixView& table, const MatrixView& w, const float* norm_weight,
-                                                 float eps) {
-        NormedRowProducts::Source s;
-        s.table = device_weight(table.data, matrix_bytes(table));
-        s.table_rows = table.rows;
-        s.w = device_weight(w.data, matrix_bytes(w));
-        s.rows = w.rows;
-        s.cols = w.cols;
-        s.norm_weight = device_vector(norm_weight, w.cols);
-        s.eps = eps;
-        return s;
-    }
-
     // The device copy of `bytes` of host weights at `host`, made on first use. Weights already in
     // device memory are used in place, neither copied nor read from the host.
     const void* device_weight(const void* host, size_t bytes) {
@@ -1129,7 +1096,6 @@ private:
     std::unique_ptr<StepMarks> marks_;
     std::unordered_map<const void*, DeviceWeight> weights_;
     std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;  // by first matrix and count
-    NormedRowProducts normed_rows_;
     DeviceBuffer widen_, scores_, ids_, row_scales_, router_logits_, chosen_, choice_weights_, expert_mid_, expert_up_,
         expert_out_, shared_mid_, shared_up_, shared_out_, shared_gate_logit_, act_hi_, act_lo_, group_maps_,
         group_hi_, group_lo_, fused_in_, fused_out_, gate_counter_, argmax_scratch_, slot_matrices_;

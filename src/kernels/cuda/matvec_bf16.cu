@@ -248,18 +248,6 @@ __device__ __forceinline__ float prepare_pair_input(const PairLaunch& a, int i, 
     return prepare_normed(PlainInput{x}, norm_weight, a.eps, a.chunks, prepared);
 }
 
-// A pair's finished row into y (added to it with kAdd) by the row's owner lane, and y's next norm
-// prepared where asked (every lane calls).
-template <bool kAdd>
-__device__ __forceinline__ void store_pair_row(const PairLaunch& a, bool owner, int64_t row, float value,
-                                               float ahead_weight) {
-    if (owner) {
-        if (kAdd) value += a.y[row];
-        a.y[row] = value;
-    }
-    if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, owner ? value : 0.0f, ahead_weight);
-}
-
 template <bool kAdd, bool kEarly, int kLanes>
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_kernel(PairLaunch a) {
     static_assert(!kEarly || kLanes == kWarpSize, "an early half keeps its shuffles to its own warps");
@@ -304,7 +292,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16
     }
     if (threadIdx.x % kLanes == 0) halves[group] = product;
     __syncthreads();
-    store_pair_row<kAdd>(a, owner, row, owner ? halves[group] + halves[group + 1] : 0.0f, ahead_weight);
+    float value = 0.0f;
+    if (owner) {
+        value = halves[group] + halves[group + 1];
+        if (kAdd) value += a.y[row];
+        a.y[row] = value;
+    }
+    if (a.ahead.on()) write_norm_ahead(a.ahead, owner, row, value, ahead_weight);
 }
 
 template <int kLanes>
@@ -322,63 +316,6 @@ void launch_pair(const NormedPair& pair, float eps, bool add, const NormAhead& a
     }
     launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
                  static_cast<size_t>(chunks) * 4 * sizeof(float4), stream, "matvec_bf16_pair_kernel",
-                 PairLaunch{pair, y, rows, chunks, eps, ahead});
-}
-
-// A normed pair whose input r comes as a precomputed product (NormedPair::products): only the other
-// input's product is streamed, a lane group a row as in a plain product, and each row adds its entry
-// of the precomputed row. With kEarly that product's input was written before the launch before
-// this one began (NormedPair::early), so the whole product runs before the wait, while the kernel
-// before runs (a code's draw); after it only the id and one float a row are read.
-template <bool kAdd, bool kEarly, int kLanes>
-__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) matvec_bf16_pair_row_kernel(PairLaunch a) {
-    extern __shared__ float4 normed_input[];  // [2 · chunks]: the streamed product's prepared input
-    const NormedPair& p = a.pair;
-    const int r = p.products[0] != nullptr ? 0 : 1, q = 1 - r;  // the precomputed input, the streamed one
-    const int64_t row = block_row<kLanes>(blockIdx.x);
-    const bool active = row < a.rows;
-    const bool owner = active && threadIdx.x % kLanes == 0;
-    const auto* x = reinterpret_cast<const float4*>(p.x[q]);
-    const auto* norm_weight = reinterpret_cast<const float4*>(p.norm_weight[q]);
-    const SharedInput prepared{normed_input, normed_input + a.chunks};
-    auto precomputed = [&] {
-        const int32_t id = __ldcg(p.row_id[r]);  // past L1: it may be read before the kernel's wait
-        return id >= 0 ? __ldg(p.products[r] + int64_t(id) * a.rows + row) : 0.0f;
-    };
-    RowDot<kLanes> dot;
-    dot.start(reinterpret_cast<const uint4*>(p.w[q]) + (active ? row : 0) * a.chunks, active ? a.chunks : 0);
-    const float ahead_weight = a.ahead.on() && owner ? __ldg(a.ahead.weight + row) : 0.0f;
-    const bool row_early = p.early == r;
-    float row_value = row_early && owner ? precomputed() : 0.0f;
-    float product;
-    if constexpr (kEarly) {
-        const float inv_rms = prepare_normed(L2Input{x}, norm_weight, a.eps, a.chunks, normed_input);
-        product = dot.finish(prepared) * inv_rms;
-        wait_for_inputs();
-        allow_next_kernel();
-    } else {
-        wait_for_inputs();
-        allow_next_kernel();
-        const float inv_rms = prepare_normed(PlainInput{x}, norm_weight, a.eps, a.chunks, normed_input);
-        product = dot.finish(prepared) * inv_rms;
-    }
-    if (owner && !row_early) row_value = precomputed();
-    store_pair_row<kAdd>(a, owner, row, r == 0 ? row_value + product : product + row_value, ahead_weight);
-}
-
-template <int kLanes>
-void launch_pair_row(const NormedPair& pair, float eps, bool add, const NormAhead& ahead, float* y, int64_t rows,
-                     int64_t chunks, cudaStream_t stream) {
-    constexpr int64_t kRowsPerBlock = kThreadsPerBlock / kLanes;
-    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    require(blocks <= std::numeric_limits<int>::max(), "matvec_bf16_normed_pair: ", rows, " rows exceed the grid limit");
-    const bool early = pair.early >= 0 && pair.products[pair.early] == nullptr;
-    void (*kernel)(PairLaunch) = add ? (early ? matvec_bf16_pair_row_kernel<true, true, kLanes>
-                                              : matvec_bf16_pair_row_kernel<true, false, kLanes>)
-                                     : (early ? matvec_bf16_pair_row_kernel<false, true, kLanes>
-                                              : matvec_bf16_pair_row_kernel<false, false, kLanes>);
-    launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
-                 static_cast<size_t>(chunks) * 2 * sizeof(float4), stream, "matvec_bf16_pair_row_kernel",
                  PairLaunch{pair, y, rows, chunks, eps, ahead});
 }
 
@@ -514,24 +451,6 @@ void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float*
                              cudaStream_t stream, const NormAhead& ahead) {
     require(matvec_bf16_pair_normable(cols), "matvec_bf16_normed_pair: ", cols,
             " columns do not fit the shared memory of both normalised inputs");
-    require(pair.early >= -1 && pair.early <= 1, "matvec_bf16_normed_pair: early input ", pair.early,
-            ", expected 0, 1 or -1");
-    if (pair.products[0] != nullptr || pair.products[1] != nullptr) {
-        const int r = pair.products[0] != nullptr ? 0 : 1, q = 1 - r;
-        require(pair.products[q] == nullptr && pair.row_id[r] != nullptr,
-                "matvec_bf16_normed_pair: one precomputed product, with its row id");
-        require(pair.table[q] == nullptr && pair.x[q] != nullptr && pair.norm_weight[q] != nullptr &&
-                    matvec_bf16_fusable(pair.w[q], pair.x[q], pair.norm_weight[q], cols),
-                "matvec_bf16_normed_pair: the product beside a precomputed one cannot take the vector path");
-        if (rows == 0) return;
-        const int64_t chunks = cols / 8;
-        switch (row_lanes(chunks)) {
-            case 32: launch_pair_row<32>(pair, eps, add, ahead, y, rows, chunks, stream); break;
-            case 16: launch_pair_row<16>(pair, eps, add, ahead, y, rows, chunks, stream); break;
-            default: launch_pair_row<8>(pair, eps, add, ahead, y, rows, chunks, stream); break;
-        }
-        return;
-    }
     for (int i = 0; i < 2; ++i) {
         const bool row_input = pair.table[i] != nullptr;
         const bool input_ok = row_input ? pair.row_id[i] != nullptr && aligned_16(pair.table[i]) : pair.x[i] != nullptr;
@@ -539,6 +458,8 @@ void matvec_bf16_normed_pair(const NormedPair& pair, float eps, bool add, float*
                     matvec_bf16_fusable(pair.w[i], row_input ? nullptr : pair.x[i], pair.norm_weight[i], cols),
                 "matvec_bf16_normed_pair: product ", i, " cannot take the vector path");
     }
+    require(pair.early >= -1 && pair.early <= 1, "matvec_bf16_normed_pair: early input ", pair.early,
+            ", expected 0, 1 or -1");
     if (rows == 0) return;
     const int64_t chunks = cols / 8;
     switch (row_lanes(chunks)) {

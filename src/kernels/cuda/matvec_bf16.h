@@ -35,9 +35,7 @@ bool matvec_bf16_fusable(const uint16_t* w, const float* x, const float* norm_we
 // weights (device, [cols]) and `eps`; both matrices [rows, cols]. Needs the vector path for both and
 // matvec_bf16_pair_normable(cols) (both inputs are normalised into a block's shared memory).
 // Input i may instead be row *row_id[i] of the bf16 table table[i] ([.., cols], 16-byte aligned;
-// a negative id is a zero row), read in place: one token's embedding, with no gather before. Or,
-// for one input only, its product may come precomputed: row *row_id[i] of products[i] ([.., rows]
-// f32, W_i · rmsnorm(row) for every row of the table) is added as it is, and W_i is not read. With
+// a negative id is a zero row), read in place: one token's embedding, with no gather before. With
 // `ahead` on, y's next norm is prepared as y is written (norm_ahead.h).
 struct NormedPair {
     const uint16_t* w[2] = {};
@@ -45,7 +43,6 @@ struct NormedPair {
     const float* norm_weight[2] = {};
     const uint16_t* table[2] = {};
     const int32_t* row_id[2] = {};
-    const float* products[2] = {};
     // The input (0 or 1) written before the launch before this product's began, which the kernel
     // may then read before its wait and stream that half's row while the launch before runs; -1
     // for none. Taken where rows are a whole warp's (1024 columns and more).

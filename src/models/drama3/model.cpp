@@ -230,7 +230,7 @@ void Model::tower_step(Backend& b, State& s, const float* hidden, const int32_t*
         // The layer's token row is read by the tower input's product itself, except where layer 0
         // adds the extra codes' rows to it.
         const auto embed = [&](NormedProduct& in) {
-            if (!tower_input_is_one_row(t)) {
+            if (t == 0 && c.num_codebooks > c.backbone_codebooks) {
                 EmbeddingGather token;
                 token.ids = frame + c.input_column(t);
                 b.gather_embeddings(weights_.tower[t].embed, token, 1, in.row_scratch);
@@ -281,33 +281,18 @@ size_t Model::frame_state_bytes(int64_t position) const {
            static_cast<size_t>(t.layers()) * tower_row * static_cast<size_t>(2 * position + 2);
 }
 
-size_t Model::frame_weight_bytes(const std::vector<bool>& precomputed) const {
+size_t Model::frame_weight_bytes() const {
     size_t total = backbone_.decode_weight_bytes() - matrix_bytes(backbone_.weights().lm_head) +
                    matrix_bytes(weights_.candidate_head);
-    for (size_t t = 0; t < weights_.tower.size(); ++t) {
-        const TowerLayer& l = weights_.tower[t];
-        for (const MatrixView* m : {&l.eh_hidden, &l.attention.q, &l.attention.k, &l.attention.v, &l.attention.o,
-                                    &l.gate, &l.up, &l.down}) {
+    for (const TowerLayer& l : weights_.tower) {
+        for (const MatrixView* m : {&l.eh_embedding, &l.eh_hidden, &l.attention.q, &l.attention.k, &l.attention.v,
+                                    &l.attention.o, &l.gate, &l.up, &l.down}) {
             total += matrix_bytes(*m);
         }
         if (l.head.data != nullptr) total += matrix_bytes(l.head);
-        if (t < precomputed.size() && precomputed[t]) {
-            total += sizeof(float) * static_cast<size_t>(l.eh_embedding.rows);  // one row of the products
-        } else {
-            total += matrix_bytes(l.eh_embedding) + matrix_bytes(l.embed) / static_cast<size_t>(l.embed.rows);
-        }
+        total += matrix_bytes(l.embed) / static_cast<size_t>(l.embed.rows);
     }
     return total;
-}
-
-std::vector<std::shared_ptr<const void>> Model::precompute_tower_inputs(Backend& backend) const {
-    std::vector<std::shared_ptr<const void>> kept(weights_.tower.size());
-    for (size_t t = 0; t < weights_.tower.size(); ++t) {
-        const TowerLayer& l = weights_.tower[t];
-        if (!tower_input_is_one_row(static_cast<int64_t>(t))) continue;
-        kept[t] = backend.precompute_normed_rows(l.embed, l.eh_embedding, l.enorm.data(), config_.tower.norm_eps);
-    }
-    return kept;
 }
 
 std::vector<std::pair<std::string, std::string>> Model::describe() const {

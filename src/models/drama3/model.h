@@ -30,14 +30,8 @@ public:
     std::vector<std::pair<std::string, std::string>> describe() const;
     size_t tensor_count() const { return backbone_.tensor_count(); }
     size_t tensor_bytes() const { return backbone_.tensor_bytes(); }
-    // Weight bytes one frame reads: the backbone's decode step, the candidate head and the tower;
-    // `precomputed[t]` (see precompute_tower_inputs) where tower layer t reads a precomputed row of
-    // its input's embedding products instead of the matrix.
-    size_t frame_weight_bytes(const std::vector<bool>& precomputed = {}) const;
-    // Lets the backend precompute each tower layer's embedding-half products for every code where
-    // that half's input is one code's row (Backend::precompute_normed_rows). Returns, by layer, the
-    // token that keeps them (null where none were made).
-    std::vector<std::shared_ptr<const void>> precompute_tower_inputs(Backend& backend) const;
+    // Weight bytes one frame reads: the backbone's decode step, the candidate head and the tower.
+    size_t frame_weight_bytes() const;
     // State bytes one frame at `position` reads and writes: the backbone's and the tower caches' rows.
     size_t frame_state_bytes(int64_t position) const;
 
@@ -92,11 +86,6 @@ private:
     void tower_layer(Backend& b, State& s, int64_t t, float* hin, const std::function<void(NormedProduct&)>& embed,
                      int64_t n, const StepPosition& at, TowerScratch& sc, bool hidden_ready_early = false,
                      const ProductOut* head = nullptr) const;
-    // Whether tower layer t's input embedding for one frame is a single code's row (else layer 0 adds
-    // the codes the backbone row left out).
-    bool tower_input_is_one_row(int64_t t) const {
-        return t > 0 || config_.tower.num_codebooks == config_.tower.backbone_codebooks;
-    }
     // The code-embedding rows the backbone row left out, for `rows` in backend memory (see extra_code_ids).
     EmbeddingGather extra_codes_gather(const int32_t* rows) const;
     // The code-embedding ids of the codebooks the backbone row did not carry (extra(in)), [n, per-row].

@@ -17,7 +17,6 @@ constexpr uint32_t kMainSlot = 0, kRasSlot = 1;
 Speaker::Speaker(const Model& model, Backend& backend, int64_t capacity)
     : model_(model),
       backend_(backend),
-      tower_input_products_(model.precompute_tower_inputs(backend)),
       state_(model.new_state(backend, capacity)),
       last_hidden_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))),
       counters_(backend.alloc(5)),
@@ -27,12 +26,6 @@ Speaker::Speaker(const Model& model, Backend& backend, int64_t capacity)
       head_logits_(backend.alloc(static_cast<size_t>((model.config().tower.num_codebooks - 1) *
                                                      model.config().tower.codebook_size))),
       input_row_(backend.alloc(static_cast<size_t>(model.config().backbone.hidden))) {}
-
-size_t Speaker::frame_weight_bytes() const {
-    std::vector<bool> precomputed(tower_input_products_.size());
-    for (size_t t = 0; t < precomputed.size(); ++t) precomputed[t] = tower_input_products_[t] != nullptr;
-    return model_.frame_weight_bytes(precomputed);
-}
 
 bool Speaker::same_sampling(const FrameSampling& sampling) const {
     const SamplingParams& p = sampling.params;

@@ -60,8 +60,6 @@ public:
     int64_t frames_drawn() const { return step_; }
     int64_t frame_width() const { return model_.config().frame_width(); }
     const Model& model() const { return model_; }
-    // Weight bytes a frame reads here (Model::frame_weight_bytes with what this backend precomputed).
-    size_t frame_weight_bytes() const;
 
 private:
     // Backbone input rows for `rows`, run through the backbone; `input_copy` (optional) receives them.
@@ -75,8 +73,6 @@ private:
 
     const Model& model_;
     Backend& backend_;
-    // By tower layer: what keeps its precomputed input products (Model::precompute_tower_inputs).
-    std::vector<std::shared_ptr<const void>> tower_input_products_;
     State state_;
     Buffer last_hidden_;             // the backbone's final-normed output at the last fed row
     std::vector<int32_t> last_row_;  // that row; empty before anything is fed
