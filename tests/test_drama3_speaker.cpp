@@ -30,9 +30,7 @@ protected:
     void SetUp() override { backend_ = make_cpu_backend(&pool_); }
 
     static text::FrameRows rows(std::span<const int32_t> values) {
-        text::FrameRows out(static_cast<int>(model_->config().tower.num_codebooks));
-        for (size_t r = 0; r < values.size() / out.width(); ++r) out.push_row(values.subspan(r * out.width(), out.width()));
-        return out;
+        return testing::drama3_frame_rows(model_->config(), values);
     }
     static text::FrameRows prompt() { return rows(prompt_values_); }
 
